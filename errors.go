@@ -1,0 +1,115 @@
+package trellis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/trellis-pg/trellis/internal/errs"
+)
+
+// Code classifies an Error. The set is closed: these constants are all the
+// codes Trellis returns.
+type Code string
+
+// The error codes.
+const (
+	// CodeParse: the statement does not parse; nothing was applied.
+	CodeParse Code = "parse"
+	// CodeValidation: the request is not allowed (a rule of the grammar, a
+	// source without a primary key, a closed client, ...); nothing was applied.
+	CodeValidation Code = "validation"
+	// CodeNotFound: the named transform, key or catalog does not exist.
+	CodeNotFound Code = "not_found"
+	// CodeConflict: the request conflicts with the database's state (a target
+	// that exists, a second staging worker, a dependent transform).
+	CodeConflict Code = "conflict"
+	// CodeTimeout: the call did not finish within its deadline; the work it
+	// started on the server was cancelled and rolled back.
+	CodeTimeout Code = "timeout"
+	// CodeUnavailable: the database cannot be reached.
+	CodeUnavailable Code = "unavailable"
+	// CodeInternal: anything else; the message says what was being done.
+	CodeInternal Code = "internal"
+)
+
+// Error is the error every Trellis call returns: a stable Code and a message
+// meant for people.
+type Error struct {
+	Code    Code
+	Message string
+	err     error
+}
+
+func (e *Error) Error() string { return "trellis: " + e.Message }
+
+// Unwrap returns the underlying cause, if any. Driver errors are never
+// exposed through it.
+func (e *Error) Unwrap() error { return e.err }
+
+// CodeOf returns the Code of err if it is (or wraps) a *Error, and "" for
+// nil or for any other error.
+func CodeOf(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+func newError(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+var errClosed = newError(CodeValidation, "the client is closed")
+
+// translate turns any error from the engine or the driver into a *Error.
+// It is the one place driver errors are interpreted.
+func translate(ctx context.Context, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var te *Error
+	if errors.As(err, &te) {
+		return te
+	}
+	var ee *errs.Error
+	if errors.As(err, &ee) {
+		return &Error{Code: Code(ee.Code), Message: ee.Error()}
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		code := CodeInternal
+		switch {
+		case pe.Code == "57014" || pe.Code == "55P03":
+			code = CodeTimeout
+		case pe.Code == "40001" || pe.Code == "40P01" || pe.Code[:2] == "23":
+			code = CodeConflict
+		case pe.Code[:2] == "42" || pe.Code[:2] == "22":
+			code = CodeValidation
+		case pe.Code[:2] == "08" || pe.Code[:2] == "28" || pe.Code[:2] == "57" || pe.Code == "3D000" || pe.Code == "53300":
+			code = CodeUnavailable
+		}
+		if code == CodeTimeout && ctx.Err() == nil {
+			return &Error{Code: code, Message: fmt.Sprintf("%s: %s", op, pe.Message)}
+		}
+		if code != CodeTimeout {
+			return &Error{Code: code, Message: fmt.Sprintf("%s: %s (SQLSTATE %s)", op, pe.Message, pe.Code)}
+		}
+	}
+	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return &Error{Code: CodeTimeout, Message: op + ": cancelled by the caller's context"}
+		}
+		return &Error{Code: CodeTimeout, Message: op + ": did not finish in time; what it started was cancelled"}
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	if errors.As(err, &ce) || errors.As(err, &ne) || pgconn.SafeToRetry(err) {
+		return &Error{Code: CodeUnavailable, Message: op + ": the database cannot be reached: " + err.Error()}
+	}
+	return &Error{Code: CodeInternal, Message: op + ": " + err.Error()}
+}

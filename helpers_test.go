@@ -1,0 +1,144 @@
+package trellis_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/trellis-pg/trellis"
+	"github.com/trellis-pg/trellis/internal/testpg"
+)
+
+func TestMain(m *testing.M) {
+	code := testpg.Main(m)
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck")); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// env is one test's database, a SQL pool on it, and helpers.
+type env struct {
+	t   *testing.T
+	url string
+	db  *pgxpool.Pool
+	ctx context.Context
+}
+
+func quietLogger() *slog.Logger {
+	if os.Getenv("TRELLIS_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func setup(t *testing.T) *env {
+	t.Helper()
+	url := testpg.Database(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	db, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	return &env{t: t, url: url, db: db, ctx: ctx}
+}
+
+// exec runs SQL on the test's own connection.
+func (e *env) exec(sql string, args ...any) {
+	e.t.Helper()
+	_, err := e.db.Exec(e.ctx, sql, args...)
+	require.NoError(e.t, err, sql)
+}
+
+// connect opens a client with opts (URL and a quiet logger filled in) and
+// closes it at cleanup.
+func (e *env) connect(opts trellis.Options) *trellis.Client {
+	e.t.Helper()
+	opts.URL = e.url
+	if opts.Logger == nil {
+		opts.Logger = quietLogger()
+	}
+	if opts.PollInterval == 0 {
+		opts.PollInterval = 20 * time.Millisecond
+	}
+	c, err := trellis.Connect(e.ctx, opts)
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// engine migrates and connects a client running staging and drain workers.
+func (e *env) engine() *trellis.Client {
+	e.t.Helper()
+	m := e.connect(trellis.Options{})
+	require.NoError(e.t, m.Migrate(e.ctx))
+	return e.connect(trellis.Options{Staging: true, DrainWorkers: 2})
+}
+
+// waitState polls Status until target reaches state.
+func (e *env) waitState(c *trellis.Client, target string, state trellis.State) *trellis.Status {
+	e.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	var last *trellis.Status
+	for time.Now().Before(deadline) {
+		st, err := c.Status(e.ctx, target)
+		require.NoError(e.t, err)
+		if st != nil && st.State == state {
+			return st
+		}
+		last = st
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.t.Fatalf("%s did not reach %s; last status %+v", target, state, last)
+	return nil
+}
+
+// converge waits until everything committed so far reached the targets.
+func (e *env) converge(c *trellis.Client) {
+	e.t.Helper()
+	tok, err := c.WatermarkToken(e.ctx)
+	require.NoError(e.t, err)
+	require.NoError(e.t, c.AwaitConverged(e.ctx, tok, 25*time.Second))
+}
+
+// rows returns a query's rows as strings, sorted by the query's ORDER BY.
+func (e *env) rows(sql string, args ...any) [][]string {
+	e.t.Helper()
+	rs, err := e.db.Query(e.ctx, sql, args...)
+	require.NoError(e.t, err)
+	defer rs.Close()
+	var out [][]string
+	for rs.Next() {
+		vals, err := rs.Values()
+		require.NoError(e.t, err)
+		row := make([]string, len(vals))
+		for i, v := range vals {
+			row[i] = fmt.Sprint(v)
+		}
+		out = append(out, row)
+	}
+	require.NoError(e.t, rs.Err())
+	return out
+}
+
+// assertMatches checks target equals a fresh recompute query, both ways.
+func (e *env) assertMatches(target, recompute string) {
+	e.t.Helper()
+	var missing, extra int
+	q := fmt.Sprintf("SELECT (SELECT count(*) FROM ((%s) EXCEPT ALL (TABLE %s)) a), (SELECT count(*) FROM ((TABLE %s) EXCEPT ALL (%s)) b)",
+		recompute, target, target, recompute)
+	require.NoError(e.t, e.db.QueryRow(e.ctx, q).Scan(&missing, &extra))
+	require.Zero(e.t, missing, "rows the recompute has that %s lacks", target)
+	require.Zero(e.t, extra, "rows %s has that the recompute lacks", target)
+}

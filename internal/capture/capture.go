@@ -1,0 +1,205 @@
+// Package capture installs and removes the statement-level triggers that
+// append every committed change of a source table to the ledger. Installing
+// takes a lock on the source table; it is taken with a short lock_timeout in
+// a loop, so the table's writers never queue behind Trellis for long.
+package capture
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/trellis-pg/trellis/internal/ident"
+)
+
+// Buckets is the number of key buckets: the ledger's rows are split into
+// pages by bucket, and recomputes serialise on (transform, bucket) locks.
+const Buckets = 64
+
+// Source is what capture needs to know about a source table.
+type Source struct {
+	ID       int
+	Schema   string
+	Table    string
+	KeyCols  []string
+	KeyTypes []string
+}
+
+// Names are the per-instance names of capture objects.
+type Names struct {
+	Catalog string // catalog schema
+}
+
+func (n Names) tag() string {
+	h := fnv.New32a()
+	h.Write([]byte(n.Catalog))
+	return fmt.Sprintf("%08x", h.Sum32())
+}
+
+// Channel is the NOTIFY channel the capture triggers signal on commit.
+func (n Names) Channel() string { return "trellis_" + n.tag() + "_ledger" }
+
+// StagingChannel is the NOTIFY channel that wakes the staging worker when
+// the definitions change.
+func (n Names) StagingChannel() string { return "trellis_" + n.tag() + "_staging" }
+
+// Function is the capture function's unqualified name for a source.
+func (n Names) Function(src int) string { return fmt.Sprintf("capture_%d", src) }
+
+// Trigger is the name of a capture trigger for an operation (ins, upd, del, trunc).
+func (n Names) Trigger(op string) string { return "trellis_" + n.tag() + "_" + op }
+
+// Ops are the trigger operations capture installs.
+var Ops = []string{"ins", "upd", "del", "trunc"}
+
+// FunctionSQL is the CREATE OR REPLACE FUNCTION of a source's capture
+// function. It only appends to the ledger: no shared row is updated, so
+// writers of the table never serialise on Trellis.
+func (n Names) FunctionSQL(s Source) string {
+	cat := ident.Quote(n.Catalog)
+	keyOf := func(alias string) string {
+		parts := make([]string, len(s.KeyCols))
+		for i, k := range s.KeyCols {
+			parts[i] = alias + "." + ident.Quote(k) + "::text"
+		}
+		return "ARRAY[" + strings.Join(parts, ", ") + "]"
+	}
+	ins := func(rows string) string {
+		return fmt.Sprintf(`INSERT INTO %s.ledger (seg, src, bucket, key)
+      SELECT r.cur, %d, hashtext(c.key::text) & %d, c.key FROM %s.ring r, (%s) AS c(key);`,
+			cat, s.ID, Buckets-1, cat, rows)
+	}
+	return fmt.Sprintf(`CREATE OR REPLACE FUNCTION %s.%s() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET "TimeZone" = 'UTC'
+SET "DateStyle" = 'ISO, YMD'
+SET "IntervalStyle" = 'postgres'
+SET extra_float_digits = 3
+AS $trellis$
+DECLARE
+  n bigint;
+BEGIN
+  IF TG_OP = 'INSERT' THEN
+    %s
+  ELSIF TG_OP = 'UPDATE' THEN
+    %s
+  ELSIF TG_OP = 'DELETE' THEN
+    %s
+  ELSE
+    INSERT INTO %s.ledger (seg, src, bucket, key) SELECT r.cur, %d, 0, NULL FROM %s.ring r;
+  END IF;
+  GET DIAGNOSTICS n = ROW_COUNT;
+  IF n > 0 THEN
+    PERFORM pg_notify(%s, '');
+  END IF;
+  RETURN NULL;
+END
+$trellis$`,
+		cat, ident.Quote(n.Function(s.ID)),
+		ins("SELECT "+keyOf("nw")+" FROM trellis_new nw"),
+		ins("SELECT "+keyOf("nw")+" FROM trellis_new nw UNION SELECT "+keyOf("od")+" FROM trellis_old od"),
+		ins("SELECT "+keyOf("od")+" FROM trellis_old od"),
+		cat, s.ID, cat,
+		ident.Literal(n.Channel()))
+}
+
+// TriggersSQL creates the four capture triggers of a source.
+func (n Names) TriggersSQL(s Source) []string {
+	tbl := ident.Qualified(s.Schema, s.Table)
+	fn := ident.Quote(n.Catalog) + "." + ident.Quote(n.Function(s.ID))
+	return []string{
+		fmt.Sprintf("CREATE TRIGGER %s AFTER INSERT ON %s REFERENCING NEW TABLE AS trellis_new FOR EACH STATEMENT EXECUTE FUNCTION %s()", ident.Quote(n.Trigger("ins")), tbl, fn),
+		fmt.Sprintf("CREATE TRIGGER %s AFTER UPDATE ON %s REFERENCING OLD TABLE AS trellis_old NEW TABLE AS trellis_new FOR EACH STATEMENT EXECUTE FUNCTION %s()", ident.Quote(n.Trigger("upd")), tbl, fn),
+		fmt.Sprintf("CREATE TRIGGER %s AFTER DELETE ON %s REFERENCING OLD TABLE AS trellis_old FOR EACH STATEMENT EXECUTE FUNCTION %s()", ident.Quote(n.Trigger("del")), tbl, fn),
+		fmt.Sprintf("CREATE TRIGGER %s AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION %s()", ident.Quote(n.Trigger("trunc")), tbl, fn),
+	}
+}
+
+// DropSQL removes a source's capture triggers and function.
+func (n Names) DropSQL(s Source) []string {
+	tbl := ident.Qualified(s.Schema, s.Table)
+	var out []string
+	for _, op := range Ops {
+		out = append(out, fmt.Sprintf("DROP TRIGGER IF EXISTS %s ON %s", ident.Quote(n.Trigger(op)), tbl))
+	}
+	return append(out, fmt.Sprintf("DROP FUNCTION IF EXISTS %s.%s()", ident.Quote(n.Catalog), ident.Quote(n.Function(s.ID))))
+}
+
+// Waiting reports one failed attempt to take a source's lock: the caller
+// may record it and decide whether to go on.
+type Waiting func(attempt int, err error)
+
+// LockTimeout is how long one attempt waits for a source table's lock.
+const LockTimeout = 200 * time.Millisecond
+
+// WithLock runs fn in a transaction whose lock_timeout is short, retrying
+// with backoff while fn fails on a lock timeout, until ctx ends.
+func WithLock(ctx context.Context, pool *pgxpool.Pool, waiting Waiting, fn func(tx pgx.Tx) error) error {
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = '%dms'", LockTimeout.Milliseconds())); err != nil {
+				return err
+			}
+			return fn(tx)
+		})
+		if err == nil || !IsLockTimeout(err) {
+			return err
+		}
+		if waiting != nil {
+			waiting(attempt, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+// IsLockTimeout reports whether err is PostgreSQL's lock_not_available.
+func IsLockTimeout(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "55P03"
+}
+
+// Install creates (or re-creates) a source's capture function and triggers
+// in tx. The caller holds tx with a short lock_timeout.
+func (n Names) Install(ctx context.Context, tx pgx.Tx, s Source) error {
+	stmts := append([]string{n.FunctionSQL(s)}, n.DropSQL(s)[:len(Ops)]...)
+	stmts = append(stmts, n.TriggersSQL(s)...)
+	for _, q := range stmts {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			return fmt.Errorf("installing capture on %s.%s: %w", s.Schema, s.Table, err)
+		}
+	}
+	return nil
+}
+
+// Uninstall drops a source's capture triggers and function in tx. A table
+// that no longer exists is not an error.
+func (n Names) Uninstall(ctx context.Context, tx pgx.Tx, s Source) error {
+	var exists bool
+	if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, ident.Qualified(s.Schema, s.Table)).Scan(&exists); err != nil {
+		return err
+	}
+	stmts := n.DropSQL(s)
+	if !exists {
+		stmts = stmts[len(Ops):]
+	}
+	for _, q := range stmts {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			return fmt.Errorf("removing capture from %s.%s: %w", s.Schema, s.Table, err)
+		}
+	}
+	return nil
+}

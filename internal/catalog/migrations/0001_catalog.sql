@@ -1,0 +1,109 @@
+-- The catalog of one Trellis instance. {{schema}} is the quoted catalog schema.
+
+CREATE TABLE {{schema}}.trellis_instance (
+    singleton      boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    catalog_schema text NOT NULL,
+    target_schema  text NOT NULL,
+    gen            bigint NOT NULL DEFAULT 0, -- bumped by every change to the definitions
+    created_at     timestamptz NOT NULL DEFAULT now()
+);
+
+-- Source tables Trellis captures. key_columns/key_types describe the primary
+-- key as the capture triggers render it (text values, cast back by type).
+CREATE TABLE {{schema}}.sources (
+    id            serial PRIMARY KEY,
+    schema_name   text NOT NULL,
+    table_name    text NOT NULL,
+    key_columns   text[] NOT NULL,
+    key_types     text[] NOT NULL,
+    capture_state text NOT NULL DEFAULT 'pending' CHECK (capture_state IN ('pending', 'installed')),
+    installed_at  timestamptz,
+    UNIQUE (schema_name, table_name)
+);
+
+CREATE TABLE {{schema}}.transforms (
+    id             serial PRIMARY KEY,
+    target_schema  text NOT NULL,
+    target_name    text NOT NULL,
+    statement      text NOT NULL,
+    spec           jsonb NOT NULL,
+    state          text NOT NULL DEFAULT 'waiting_to_backfill'
+                   CHECK (state IN ('waiting_to_backfill', 'backfilling', 'live', 'paused')),
+    state_since    timestamptz NOT NULL DEFAULT clock_timestamp(),
+    paused_reason  text,
+    build_kind     text NOT NULL DEFAULT 'initial' CHECK (build_kind IN ('initial', 'rebuild')),
+    build_cursor   text[],
+    build_rows     bigint NOT NULL DEFAULT 0,
+    build_started  timestamptz,
+    created_at     timestamptz NOT NULL DEFAULT clock_timestamp(),
+    UNIQUE (target_schema, target_name)
+);
+
+-- Which sources each transform reads.
+CREATE TABLE {{schema}}.transform_sources (
+    transform_id int NOT NULL REFERENCES {{schema}}.transforms (id) ON DELETE CASCADE,
+    source_id    int NOT NULL REFERENCES {{schema}}.sources (id),
+    PRIMARY KEY (transform_id, source_id)
+);
+CREATE INDEX ON {{schema}}.transform_sources (source_id);
+
+-- Columns added by ALTER TRANSFORM that are still being filled.
+CREATE TABLE {{schema}}.column_builds (
+    transform_id int NOT NULL REFERENCES {{schema}}.transforms (id) ON DELETE CASCADE,
+    column_name  text NOT NULL,
+    since        timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (transform_id, column_name)
+);
+
+-- The ledger: capture triggers append one row per changed key, inside the
+-- writer's transaction. It is partitioned into a ring of segments; writers
+-- append to the current one, and a segment whose rows are all drained is
+-- reclaimed with TRUNCATE.
+CREATE TABLE {{schema}}.ring (
+    singleton  boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    cur        int NOT NULL,
+    nsegs      int NOT NULL,
+    rotated_at timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO {{schema}}.ring (cur, nsegs) VALUES (0, 4);
+
+CREATE TABLE {{schema}}.ledger (
+    seg    int NOT NULL,
+    xid    xid8 NOT NULL DEFAULT pg_current_xact_id(),
+    src    int NOT NULL,
+    bucket int NOT NULL,
+    key    text[]
+) PARTITION BY LIST (seg);
+CREATE TABLE {{schema}}.ledger_0 PARTITION OF {{schema}}.ledger FOR VALUES IN (0);
+CREATE TABLE {{schema}}.ledger_1 PARTITION OF {{schema}}.ledger FOR VALUES IN (1);
+CREATE TABLE {{schema}}.ledger_2 PARTITION OF {{schema}}.ledger FOR VALUES IN (2);
+CREATE TABLE {{schema}}.ledger_3 PARTITION OF {{schema}}.ledger FOR VALUES IN (3);
+CREATE INDEX ON {{schema}}.ledger (bucket, xid);
+
+-- Cuts: snapshots that split the committed ledger into pages. The rows of
+-- cut n are those visible in its snapshot and not in cut n-1's.
+CREATE TABLE {{schema}}.cuts (
+    n      bigserial PRIMARY KEY,
+    snap   pg_snapshot NOT NULL,
+    cut_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+INSERT INTO {{schema}}.cuts (snap) VALUES (pg_current_snapshot());
+
+-- Pages: the unit of work drain workers claim. A cut's rows are split by
+-- key bucket into one or more pages.
+CREATE TABLE {{schema}}.pages (
+    id            bigserial PRIMARY KEY,
+    cut           bigint NOT NULL,
+    lo            pg_snapshot NOT NULL,
+    hi            pg_snapshot NOT NULL,
+    buckets       int[] NOT NULL,
+    done          boolean NOT NULL DEFAULT false,
+    retry_at      timestamptz,
+    attempts      int NOT NULL DEFAULT 0,
+    first_failed  timestamptz,
+    last_failed   timestamptz,
+    last_error    text,
+    last_sqlstate text,
+    tables        text[]
+);
+CREATE INDEX ON {{schema}}.pages (id) WHERE NOT done;

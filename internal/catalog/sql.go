@@ -1,0 +1,47 @@
+package catalog
+
+// The catalog package's SQL. Identifiers are formatted in through
+// ident.Quote; values are always parameters.
+const (
+	sqlLock   = `SELECT pg_advisory_lock($1)`
+	sqlUnlock = `SELECT pg_advisory_unlock($1)`
+
+	sqlSchemaState = `
+SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1),
+       EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+               WHERE n.nspname = $1 AND c.relname = 'schema_migrations'),
+       (SELECT count(*)::int FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1)`
+
+	sqlCreateHistory = `
+CREATE SCHEMA IF NOT EXISTS %s;
+CREATE TABLE %s.schema_migrations (
+    version    int PRIMARY KEY,
+    name       text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)`
+	sqlMaxVersion    = `SELECT coalesce(max(version), 0) FROM %s.schema_migrations`
+	sqlInsertHistory = `INSERT INTO %s.schema_migrations (version, name) VALUES ($1, $2)`
+
+	sqlInsertInstance       = `INSERT INTO %s.trellis_instance (catalog_schema, target_schema) VALUES ($1, $2)`
+	sqlUpdateInstanceTarget = `UPDATE %s.trellis_instance SET target_schema = $1 WHERE target_schema <> $1`
+
+	sqlFindMarkers = `
+SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relname = 'trellis_instance' AND c.relkind = 'r' ORDER BY 1`
+	sqlReadMarker = `SELECT catalog_schema, target_schema FROM %s.trellis_instance`
+)
+
+// Runtime catalog statements; %s is the quoted catalog schema.
+const (
+	sqlGen     = `SELECT gen FROM %s.trellis_instance`
+	sqlBumpGen = `UPDATE %s.trellis_instance SET gen = gen + 1`
+
+	sqlTransforms = `
+SELECT t.id, t.target_schema, t.target_name, t.statement, t.spec, t.state, t.state_since,
+       t.paused_reason, t.build_kind, t.build_cursor, t.build_rows, t.created_at
+FROM %s.transforms t`
+
+	sqlSources = `
+SELECT id, schema_name, table_name, key_columns, key_types, capture_state
+FROM %s.sources ORDER BY id`
+)

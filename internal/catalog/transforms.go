@@ -1,0 +1,163 @@
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/trellis-pg/trellis/internal/ident"
+	"github.com/trellis-pg/trellis/internal/plan"
+)
+
+// Querier is what catalog reads need: a pool, a connection or a transaction.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Lifecycle states as the catalog stores them.
+const (
+	StateWaiting     = "waiting_to_backfill"
+	StateBackfilling = "backfilling"
+	StateLive        = "live"
+	StatePaused      = "paused"
+)
+
+// Transform is one registered definition.
+type Transform struct {
+	ID           int
+	Target       plan.Target
+	Statement    string
+	Spec         plan.Spec
+	State        string
+	StateSince   time.Time
+	PausedReason string
+	BuildKind    string
+	BuildCursor  []string
+	BuildRows    int64
+	CreatedAt    time.Time
+}
+
+// Plan is the transform's SQL plan.
+func (t *Transform) Plan() *plan.Plan { return &plan.Plan{Target: t.Target, Spec: t.Spec} }
+
+// Catalog reads and writes one instance's catalog.
+type Catalog struct {
+	Schema string
+	q      string // quoted schema
+}
+
+// New returns the catalog of the instance in schema.
+func New(schema string) *Catalog { return &Catalog{Schema: schema, q: ident.Quote(schema)} }
+
+// SQL formats a statement of this package's with the quoted schema.
+func (c *Catalog) SQL(format string) string { return fmt.Sprintf(format, c.q) }
+
+// Q is the quoted catalog schema.
+func (c *Catalog) Q() string { return c.q }
+
+func scanTransform(row pgx.Row) (*Transform, error) {
+	var t Transform
+	var spec []byte
+	var reason *string
+	err := row.Scan(&t.ID, &t.Target.Schema, &t.Target.Name, &t.Statement, &spec, &t.State, &t.StateSince,
+		&reason, &t.BuildKind, &t.BuildCursor, &t.BuildRows, &t.CreatedAt)
+	if err != nil {
+		return nil, err
+	}
+	if reason != nil {
+		t.PausedReason = *reason
+	}
+	if err := json.Unmarshal(spec, &t.Spec); err != nil {
+		return nil, fmt.Errorf("decoding the definition of %s: %w", t.Target, err)
+	}
+	t.StateSince = t.StateSince.UTC()
+	t.CreatedAt = t.CreatedAt.UTC()
+	return &t, nil
+}
+
+// Transforms lists every definition, oldest first, and the catalog's
+// generation (bumped by every change to the definitions).
+func (c *Catalog) Transforms(ctx context.Context, q Querier) ([]*Transform, int64, error) {
+	var gen int64
+	if err := q.QueryRow(ctx, c.SQL(sqlGen)).Scan(&gen); err != nil {
+		return nil, 0, fmt.Errorf("reading the catalog generation: %w", err)
+	}
+	rows, err := q.Query(ctx, c.SQL(sqlTransforms)+" ORDER BY t.created_at, t.id")
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading the definitions: %w", err)
+	}
+	defer rows.Close()
+	var out []*Transform
+	for rows.Next() {
+		t, err := scanTransform(rows)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, t)
+	}
+	return out, gen, rows.Err()
+}
+
+// Transform reads one definition by target; nil when none.
+func (c *Catalog) Transform(ctx context.Context, q Querier, target plan.Target, forUpdate bool) (*Transform, error) {
+	sql := c.SQL(sqlTransforms) + " WHERE t.target_schema = $1 AND t.target_name = $2"
+	if forUpdate {
+		sql += " FOR UPDATE"
+	}
+	t, err := scanTransform(q.QueryRow(ctx, sql, target.Schema, target.Name))
+	if err == pgx.ErrNoRows {
+		return nil, nil
+	}
+	return t, err
+}
+
+// TransformByID reads one definition by id, optionally locking its row; nil when none.
+func (c *Catalog) TransformByID(ctx context.Context, q Querier, id int, forUpdate bool) (*Transform, error) {
+	sql := c.SQL(sqlTransforms) + " WHERE t.id = $1"
+	if forUpdate {
+		sql += " FOR UPDATE"
+	}
+	t, err := scanTransform(q.QueryRow(ctx, sql, id))
+	if err == pgx.ErrNoRows {
+		return nil, nil
+	}
+	return t, err
+}
+
+// BumpGen marks the definitions changed, so workers reload them.
+func (c *Catalog) BumpGen(ctx context.Context, q Querier) error {
+	_, err := q.Exec(ctx, c.SQL(sqlBumpGen))
+	return err
+}
+
+// Source is a captured (or to be captured) source table.
+type Source struct {
+	ID           int
+	Schema       string
+	Table        string
+	KeyCols      []string
+	KeyTypes     []string
+	CaptureState string
+}
+
+// Name is schema.table.
+func (s *Source) Name() string { return s.Schema + "." + s.Table }
+
+// Sources lists every source table.
+func (c *Catalog) Sources(ctx context.Context, q Querier) ([]*Source, error) {
+	rows, err := q.Query(ctx, c.SQL(sqlSources))
+	if err != nil {
+		return nil, fmt.Errorf("reading the sources: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Source, error) {
+		var s Source
+		err := r.Scan(&s.ID, &s.Schema, &s.Table, &s.KeyCols, &s.KeyTypes, &s.CaptureState)
+		return &s, err
+	})
+}

@@ -1,0 +1,52 @@
+package drain
+
+// The drain's SQL; %[1]s is the quoted catalog schema.
+const (
+	sqlLockShared = `SELECT pg_advisory_xact_lock_shared($1)`
+
+	sqlClaim = `
+SELECT id, lo::text, hi::text, buckets, attempts FROM %[1]s.pages
+WHERE NOT done AND (retry_at IS NULL OR retry_at <= clock_timestamp())
+ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`
+
+	// The rows of a page: committed in hi, not in lo, in the page's buckets.
+	// Rows below lo's xmin are all visible in lo, rows at or above hi's xmax
+	// are in no snapshot of the page, so the (bucket, xid) index bounds the scan.
+	sqlPageKeys = `
+SELECT src, key, min(bucket) FROM %[1]s.ledger
+WHERE bucket = ANY($3::int[])
+  AND xid >= pg_snapshot_xmin($1::pg_snapshot) AND xid < pg_snapshot_xmax($2::pg_snapshot)
+  AND pg_visible_in_snapshot(xid, $2::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
+GROUP BY src, key`
+
+	// Key locks, taken in sorted order in one statement so two pages never
+	// deadlock: the subquery's ORDER BY feeds the aggregate in order.
+	sqlKeyLocks = `
+SELECT count(pg_advisory_xact_lock(k)) FROM (SELECT DISTINCT k FROM unnest($1::bigint[]) AS u(k) ORDER BY k) s`
+
+	sqlPageDone = `UPDATE %[1]s.pages SET done = true, retry_at = NULL WHERE id = $1`
+
+	sqlPageFailed = `
+UPDATE %[1]s.pages SET attempts = attempts + 1,
+    first_failed = coalesce(first_failed, clock_timestamp()), last_failed = clock_timestamp(),
+    last_error = $2, last_sqlstate = $3, tables = $4,
+    retry_at = clock_timestamp() + $5 * interval '1 millisecond'
+WHERE id = $1`
+
+	sqlCutTry  = `SELECT pg_try_advisory_xact_lock($1)`
+	sqlCutLock = `SELECT pg_advisory_xact_lock($1)`
+	sqlLastCut = `SELECT snap::text FROM %[1]s.cuts ORDER BY n DESC LIMIT 1`
+	sqlNowSnap = `SELECT pg_current_snapshot()::text`
+
+	sqlCutCounts = `
+SELECT bucket, count(*) FROM %[1]s.ledger
+WHERE bucket = ANY($3::int[])
+  AND xid >= pg_snapshot_xmin($1::pg_snapshot) AND xid < pg_snapshot_xmax($2::pg_snapshot)
+  AND pg_visible_in_snapshot(xid, $2::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
+GROUP BY bucket ORDER BY bucket`
+
+	sqlInsertCut  = `INSERT INTO %[1]s.cuts (snap) VALUES ($1::pg_snapshot) RETURNING n`
+	sqlInsertPage = `INSERT INTO %[1]s.pages (cut, lo, hi, buckets) VALUES ($1, $2::pg_snapshot, $3::pg_snapshot, $4)`
+
+	sqlSourceNames = `SELECT id, schema_name || '.' || table_name FROM %[1]s.sources WHERE id = ANY($1::int[])`
+)

@@ -1,0 +1,697 @@
+// Package engine carries out Trellis statements (define, pause, resume,
+// drop, alter) against the catalog, and answers the catalog reads (status,
+// definitions, watermarks, liveness). The background workers live in
+// packages staging and drain.
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/trellis-pg/trellis/internal/capture"
+	"github.com/trellis-pg/trellis/internal/catalog"
+	"github.com/trellis-pg/trellis/internal/drain"
+	"github.com/trellis-pg/trellis/internal/errs"
+	"github.com/trellis-pg/trellis/internal/grammar"
+	"github.com/trellis-pg/trellis/internal/ident"
+	"github.com/trellis-pg/trellis/internal/plan"
+)
+
+// Engine runs statements and reads for one instance.
+type Engine struct {
+	Pool         *pgxpool.Pool
+	Cat          *catalog.Catalog
+	Names        capture.Names
+	TargetSchema string
+	Drain        *drain.Engine // for forced cuts while waiting on a watermark
+}
+
+// Result is what a statement did.
+type Result struct {
+	Kind      string // "defined", "paused", "resumed", "dropped", "altered"
+	Target    string // schema.table
+	Addresses []string
+}
+
+// Apply parses and runs one statement. With onlyTransform, anything but a
+// TRANSFORM is refused before anything is applied.
+func (e *Engine) Apply(ctx context.Context, text string, onlyTransform bool) (Result, error) {
+	st, err := grammar.Parse(text)
+	if err != nil {
+		var ge *grammar.Error
+		if errors.As(err, &ge) && ge.Kind == grammar.Invalid {
+			return Result{}, &errs.Error{Code: errs.Validation, Msg: ge.Error(), Err: err}
+		}
+		return Result{}, &errs.Error{Code: errs.Parse, Msg: err.Error(), Err: err}
+	}
+	if _, ok := st.(*grammar.Transform); onlyTransform && !ok {
+		return Result{}, errs.New(errs.Validation, "only TRANSFORM statements can be defined; use Apply for PAUSE, RESUME, DROP and ALTER")
+	}
+	switch s := st.(type) {
+	case *grammar.Transform:
+		return e.define(ctx, s, text)
+	case *grammar.Pause:
+		return e.pause(ctx, s.Address)
+	case *grammar.Resume:
+		return e.resume(ctx, s.Address)
+	case *grammar.Drop:
+		return e.drop(ctx, s.Target)
+	case *grammar.Alter:
+		return e.alter(ctx, s)
+	}
+	return Result{}, errs.New(errs.Internal, "unknown statement %T", st)
+}
+
+// inTx runs fn in a transaction holding the instance's DDL lock, which
+// drain pages and builds take shared: a statement never changes a
+// definition under a page that is applying it.
+func (e *Engine) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, e.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, sqlLockDDL, catalog.LockKey(e.Cat.Schema, "ddl")); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}
+
+func (e *Engine) notifyStaging(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, sqlNotify, e.Names.StagingChannel())
+	return err
+}
+
+// pgValidation turns a PostgreSQL error about the user's SQL into a
+// validation error that says what was being done.
+func pgValidation(err error, format string, args ...any) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		class := pe.Code[:2]
+		if class == "42" || class == "22" || class == "3F" || class == "2B" {
+			return &errs.Error{Code: errs.Validation, Msg: fmt.Sprintf(format, args...) + ": " + pe.Message, Err: err}
+		}
+	}
+	return fmt.Errorf(format+": %w", append(args, err)...)
+}
+
+type relation struct {
+	oid    int64
+	schema string
+	name   string
+	kind   string
+}
+
+func (e *Engine) resolve(ctx context.Context, q catalog.Querier, n grammar.Name, fallbackSchema string) (*relation, error) {
+	try := func(name string) (*relation, error) {
+		var r relation
+		err := q.QueryRow(ctx, sqlResolve, name).Scan(&r.oid, &r.schema, &r.name, &r.kind)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, nil
+		}
+		return &r, err
+	}
+	if n.Schema != "" {
+		return try(ident.Qualified(n.Schema, n.Name))
+	}
+	r, err := try(ident.Quote(n.Name))
+	if r != nil || err != nil || fallbackSchema == "" {
+		return r, err
+	}
+	return try(ident.Qualified(fallbackSchema, n.Name))
+}
+
+func (e *Engine) checkFunctions(ctx context.Context, q catalog.Querier, fns []string) error {
+	for _, f := range fns {
+		schema, name := "", f
+		if i := strings.LastIndex(f, "."); i >= 0 {
+			schema, name = f[:i], f[i+1:]
+		}
+		var volatile, retset, agg, window bool
+		if err := q.QueryRow(ctx, sqlFunctionKinds, name, schema).Scan(&volatile, &retset, &agg, &window); err != nil {
+			return err
+		}
+		switch {
+		case volatile:
+			return errs.New(errs.Validation, "function %s is volatile: a transform may only call functions whose result depends on their arguments (immutable or stable)", f)
+		case retset:
+			return errs.New(errs.Validation, "function %s returns a set: set-returning functions are not allowed in a transform", f)
+		case window:
+			return errs.New(errs.Validation, "function %s is a window function: window functions are not allowed in a transform", f)
+		case agg:
+			return errs.New(errs.Validation, "function %s is an aggregate: aggregates need GROUP BY", f)
+		}
+	}
+	return nil
+}
+
+func (e *Engine) target(n grammar.Name) plan.Target {
+	if n.Schema == "" {
+		return plan.Target{Schema: e.TargetSchema, Name: n.Name}
+	}
+	return plan.Target{Schema: n.Schema, Name: n.Name}
+}
+
+func columnNames(refs ...[]grammar.ColumnRef) []string {
+	var out []string
+	for _, rs := range refs {
+		for _, r := range rs {
+			if !slices.Contains(out, r.Column) {
+				out = append(out, r.Column)
+			}
+		}
+	}
+	return out
+}
+
+func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) (Result, error) {
+	if len(s.Joins) > 0 {
+		return Result{}, errs.New(errs.Validation, "JOIN transforms are not supported yet: this version maintains projections of one source table")
+	}
+	if len(s.GroupBy) > 0 {
+		return Result{}, errs.New(errs.Validation, "GROUP BY transforms are not supported yet: this version maintains projections of one source table")
+	}
+	for _, it := range s.Select {
+		if it.HasAggregate {
+			return Result{}, errs.New(errs.Validation, "column %s uses an aggregate: aggregates need GROUP BY", it.Name)
+		}
+	}
+	tgt := e.target(s.Target)
+	if tgt.Schema == e.Cat.Schema {
+		return Result{}, errs.New(errs.Validation, "a target cannot be created in Trellis's catalog schema %q", e.Cat.Schema)
+	}
+	err := e.inTx(ctx, func(tx pgx.Tx) error {
+		src, err := e.resolve(ctx, tx, s.From.Table, e.TargetSchema)
+		if err != nil {
+			return err
+		}
+		if src == nil {
+			return errs.New(errs.NotFound, "source table %s does not exist", s.From.Table)
+		}
+		if src.kind != "r" && src.kind != "p" {
+			return errs.New(errs.Validation, "source %s.%s is not a table", src.schema, src.name)
+		}
+		if src.schema == e.Cat.Schema {
+			return errs.New(errs.Validation, "source %s.%s is one of Trellis's own tables", src.schema, src.name)
+		}
+		rows, err := tx.Query(ctx, sqlPrimaryKey, src.oid)
+		if err != nil {
+			return err
+		}
+		var keyCols, keyTypes []string
+		for rows.Next() {
+			var c, t string
+			if err := rows.Scan(&c, &t); err != nil {
+				rows.Close()
+				return err
+			}
+			keyCols, keyTypes = append(keyCols, c), append(keyTypes, t)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(keyCols) == 0 {
+			return errs.New(errs.Validation, "source table %s.%s has no primary key: Trellis needs one to know which rows changed", src.schema, src.name)
+		}
+		existing, err := e.Cat.Transform(ctx, tx, tgt, false)
+		if err != nil {
+			return err
+		}
+		if existing != nil {
+			return errs.New(errs.Conflict, "a transform already writes %s", tgt)
+		}
+		if r, err := e.resolve(ctx, tx, grammar.Name{Schema: tgt.Schema, Name: tgt.Name}, ""); err != nil {
+			return err
+		} else if r != nil {
+			return errs.New(errs.Conflict, "table %s already exists: a transform creates its own target table", tgt)
+		}
+		if err := e.checkFunctions(ctx, tx, s.Functions); err != nil {
+			return err
+		}
+		alias := s.From.Alias
+		if alias == "" {
+			alias = src.name
+		}
+		var cols []plan.Column
+		for _, it := range s.Select {
+			if i := slices.Index(keyCols, it.Name); i >= 0 {
+				if it.Expr == ident.Quote(it.Name) || it.Expr == it.Name || it.Expr == alias+"."+it.Name || it.Expr == ident.Quote(alias)+"."+ident.Quote(it.Name) {
+					continue // the key column itself: the target has it already
+				}
+				return errs.New(errs.Validation, "column %s is the target's key (the source's primary key column): give the expression another name", it.Name)
+			}
+			cols = append(cols, plan.Column{Name: it.Name, Expr: it.Expr})
+		}
+		var reads []grammar.ColumnRef
+		for _, it := range s.Select {
+			reads = append(reads, it.Columns...)
+		}
+		var id int
+		err = tx.QueryRow(ctx, e.Cat.SQL(sqlUpsertSource), src.schema, src.name, keyCols, keyTypes).Scan(&id, &keyCols, &keyTypes)
+		if err != nil {
+			return fmt.Errorf("registering source %s.%s: %w", src.schema, src.name, err)
+		}
+		spec := plan.Spec{
+			Source:  plan.Source{ID: id, Schema: src.schema, Table: src.name, Alias: s.From.Alias, KeyCols: keyCols, KeyTypes: keyTypes},
+			Columns: cols,
+			Where:   s.Where,
+			Reads:   columnNames(reads, s.WhereColumns),
+		}
+		pl := &plan.Plan{Target: tgt, Spec: spec}
+		if _, err := tx.Exec(ctx, pl.CreateTarget()); err != nil {
+			return pgValidation(err, "creating target %s", tgt)
+		}
+		specJSON, err := json.Marshal(spec)
+		if err != nil {
+			return err
+		}
+		var tid int
+		if err := tx.QueryRow(ctx, e.Cat.SQL(sqlInsertTransform), tgt.Schema, tgt.Name, text, specJSON).Scan(&tid); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, e.Cat.SQL(sqlInsertTransformSource), tid, id); err != nil {
+			return err
+		}
+		if err := e.Cat.BumpGen(ctx, tx); err != nil {
+			return err
+		}
+		return e.notifyStaging(ctx, tx)
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Kind: "defined", Target: tgt.String()}, nil
+}
+
+// Lookup finds the transform that writes target ("t" or "schema.t"); nil
+// when none does.
+func (e *Engine) Lookup(ctx context.Context, q catalog.Querier, target string, forUpdate bool) (*catalog.Transform, error) {
+	schema, name, qualified := strings.Cut(target, ".")
+	if qualified {
+		return e.Cat.Transform(ctx, q, plan.Target{Schema: schema, Name: name}, forUpdate)
+	}
+	name = schema
+	rows, err := q.Query(ctx, e.Cat.SQL(sqlFindByName), name, e.TargetSchema)
+	if err != nil {
+		return nil, err
+	}
+	schemas, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(schemas) == 0 {
+		return nil, err
+	}
+	return e.Cat.Transform(ctx, q, plan.Target{Schema: schemas[0], Name: name}, forUpdate)
+}
+
+// resolveAddress finds the transform and (optional) column an address names.
+func (e *Engine) resolveAddress(ctx context.Context, tx pgx.Tx, a grammar.Address) (*catalog.Transform, string, error) {
+	p := a.Parts
+	switch len(p) {
+	case 1:
+		t, err := e.Lookup(ctx, tx, p[0], true)
+		if err == nil && t == nil {
+			err = errs.New(errs.NotFound, "no transform writes %s", p[0])
+		}
+		return t, "", err
+	case 2:
+		t, err := e.Cat.Transform(ctx, tx, plan.Target{Schema: p[0], Name: p[1]}, true)
+		if err != nil || t != nil {
+			return t, "", err
+		}
+		t, err = e.Lookup(ctx, tx, p[0], true)
+		if err == nil && t == nil {
+			err = errs.New(errs.NotFound, "no transform writes %s or %s", p[0]+"."+p[1], p[0])
+		}
+		return t, p[1], err
+	case 3:
+		t, err := e.Cat.Transform(ctx, tx, plan.Target{Schema: p[0], Name: p[1]}, true)
+		if err == nil && t == nil {
+			err = errs.New(errs.NotFound, "no transform writes %s.%s", p[0], p[1])
+		}
+		return t, p[2], err
+	}
+	return nil, "", errs.New(errs.Validation, "an address is a transform or transform.column")
+}
+
+func (e *Engine) pause(ctx context.Context, a grammar.Address) (Result, error) {
+	var res Result
+	err := e.inTx(ctx, func(tx pgx.Tx) error {
+		t, col, err := e.resolveAddress(ctx, tx, a)
+		if err != nil {
+			return err
+		}
+		if col != "" {
+			return errs.New(errs.Validation, "pausing one column (%s.%s) is not supported yet: pause the whole transform", t.Target.Name, col)
+		}
+		if _, err := tx.Exec(ctx, e.Cat.SQL(sqlSetPaused), t.ID, "paused by PAUSE TRANSFORM"); err != nil {
+			return err
+		}
+		res = Result{Kind: "paused", Target: t.Target.String(), Addresses: []string{t.Target.Name}}
+		return e.Cat.BumpGen(ctx, tx)
+	})
+	return res, err
+}
+
+func (e *Engine) resume(ctx context.Context, a grammar.Address) (Result, error) {
+	var res Result
+	err := e.inTx(ctx, func(tx pgx.Tx) error {
+		t, col, err := e.resolveAddress(ctx, tx, a)
+		if err != nil {
+			return err
+		}
+		if col != "" {
+			return errs.New(errs.Validation, "resuming one column (%s.%s) is not supported yet: resume the whole transform", t.Target.Name, col)
+		}
+		res = Result{Kind: "resumed", Target: t.Target.String(), Addresses: []string{}}
+		if t.State != catalog.StatePaused {
+			return nil
+		}
+		// Changes captured while paused were not applied: re-derive the
+		// whole target from the source as it is now.
+		if _, err := tx.Exec(ctx, e.Cat.SQL(sqlSetRebuild), t.ID, catalog.StateWaiting); err != nil {
+			return err
+		}
+		res.Addresses = []string{t.Target.Name}
+		if err := e.Cat.BumpGen(ctx, tx); err != nil {
+			return err
+		}
+		return e.notifyStaging(ctx, tx)
+	})
+	return res, err
+}
+
+func (e *Engine) readers(ctx context.Context, tx pgx.Tx, t *catalog.Transform) ([]string, []plan.Spec, error) {
+	rows, err := tx.Query(ctx, e.Cat.SQL(sqlReaders), t.Target.Schema, t.Target.Name, t.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	var names []string
+	var specs []plan.Spec
+	for rows.Next() {
+		var n string
+		var raw []byte
+		if err := rows.Scan(&n, &raw); err != nil {
+			return nil, nil, err
+		}
+		var sp plan.Spec
+		if err := json.Unmarshal(raw, &sp); err != nil {
+			return nil, nil, err
+		}
+		names, specs = append(names, n), append(specs, sp)
+	}
+	return names, specs, rows.Err()
+}
+
+func (e *Engine) drop(ctx context.Context, n grammar.Name) (Result, error) {
+	var res Result
+	err := e.inTx(ctx, func(tx pgx.Tx) error {
+		name := n.Name
+		if n.Schema != "" {
+			name = n.Schema + "." + n.Name
+		}
+		t, err := e.Lookup(ctx, tx, name, true)
+		if err != nil {
+			return err
+		}
+		if t == nil {
+			return errs.New(errs.NotFound, "no transform writes %s", name)
+		}
+		readers, _, err := e.readers(ctx, tx, t)
+		if err != nil {
+			return err
+		}
+		if len(readers) > 0 {
+			return errs.New(errs.Conflict, "transform %s reads %s: drop it first", strings.Join(readers, ", "), t.Target)
+		}
+		if _, err := tx.Exec(ctx, "DROP TABLE IF EXISTS "+t.Target.Quoted()); err != nil {
+			return fmt.Errorf("dropping target %s: %w", t.Target, err)
+		}
+		if _, err := tx.Exec(ctx, e.Cat.SQL(sqlDeleteTrans), t.ID); err != nil {
+			return err
+		}
+		res = Result{Kind: "dropped", Target: t.Target.String()}
+		if err := e.Cat.BumpGen(ctx, tx); err != nil {
+			return err
+		}
+		return e.notifyStaging(ctx, tx)
+	})
+	return res, err
+}
+
+func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (Result, error) {
+	var res Result
+	err := e.inTx(ctx, func(tx pgx.Tx) error {
+		name := s.Target.Name
+		if s.Target.Schema != "" {
+			name = s.Target.Schema + "." + s.Target.Name
+		}
+		t, err := e.Lookup(ctx, tx, name, true)
+		if err != nil {
+			return err
+		}
+		if t == nil {
+			return errs.New(errs.NotFound, "no transform writes %s", name)
+		}
+		spec := t.Spec
+		col := s.Column.Name
+		exists := slices.ContainsFunc(spec.Columns, func(c plan.Column) bool { return c.Name == col })
+		switch s.Action {
+		case grammar.AlterAddColumn:
+			if exists || slices.Contains(spec.Source.KeyCols, col) {
+				return errs.New(errs.Conflict, "%s already has a column %s", t.Target, col)
+			}
+			if s.Column.HasAggregate {
+				return errs.New(errs.Validation, "column %s uses an aggregate: aggregates need GROUP BY", col)
+			}
+			var fns []string
+			if st, err := grammar.Parse("TRANSFORM x FROM y SELECT " + s.Column.Expr + " AS c"); err == nil {
+				fns = st.(*grammar.Transform).Functions
+			}
+			if err := e.checkFunctions(ctx, tx, fns); err != nil {
+				return err
+			}
+			pl := t.Plan()
+			rows, err := tx.Query(ctx, pl.ProbeColumn(s.Column.Expr))
+			if err != nil {
+				return pgValidation(err, "adding column %s to %s", col, t.Target)
+			}
+			fd := rows.FieldDescriptions()
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return pgValidation(err, "adding column %s to %s", col, t.Target)
+			}
+			var typ string
+			if err := tx.QueryRow(ctx, "SELECT format_type($1::oid, $2)", fd[0].DataTypeOID, fd[0].TypeModifier).Scan(&typ); err != nil {
+				return err
+			}
+			if typ == "unknown" {
+				typ = "text"
+			}
+			if _, err := tx.Exec(ctx, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s", t.Target.Quoted(), ident.Quote(col), typ)); err != nil {
+				return pgValidation(err, "adding column %s to %s", col, t.Target)
+			}
+			spec.Columns = append(spec.Columns, plan.Column{Name: col, Expr: s.Column.Expr})
+			spec.Reads = columnNames(append(refsOf(spec.Reads), s.Column.Columns...))
+			if _, err := tx.Exec(ctx, e.Cat.SQL(sqlColumnBuild), t.ID, col); err != nil {
+				return err
+			}
+			if t.State != catalog.StatePaused {
+				if _, err := tx.Exec(ctx, e.Cat.SQL(sqlSetRebuild), t.ID, catalog.StateBackfilling); err != nil {
+					return err
+				}
+			}
+		case grammar.AlterDropColumn:
+			if slices.Contains(spec.Source.KeyCols, col) {
+				return errs.New(errs.Validation, "column %s is the key of %s and cannot be dropped", col, t.Target)
+			}
+			if !exists {
+				return errs.New(errs.NotFound, "%s has no column %s", t.Target, col)
+			}
+			readers, specs, err := e.readers(ctx, tx, t)
+			if err != nil {
+				return err
+			}
+			for i, sp := range specs {
+				if slices.Contains(sp.Reads, col) {
+					return errs.New(errs.Conflict, "transform %s reads %s.%s: alter or drop it first", readers[i], t.Target, col)
+				}
+			}
+			if _, err := tx.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DROP COLUMN %s", t.Target.Quoted(), ident.Quote(col))); err != nil {
+				return fmt.Errorf("dropping column %s of %s: %w", col, t.Target, err)
+			}
+			spec.Columns = slices.DeleteFunc(spec.Columns, func(c plan.Column) bool { return c.Name == col })
+			if _, err := tx.Exec(ctx, e.Cat.SQL(sqlDropColumnBuild), t.ID, col); err != nil {
+				return err
+			}
+		default:
+			return errs.New(errs.Validation, "unknown ALTER TRANSFORM action")
+		}
+		raw, err := json.Marshal(spec)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, e.Cat.SQL(sqlSetSpec), t.ID, raw); err != nil {
+			return err
+		}
+		res = Result{Kind: "altered", Target: t.Target.String()}
+		if err := e.Cat.BumpGen(ctx, tx); err != nil {
+			return err
+		}
+		return e.notifyStaging(ctx, tx)
+	})
+	return res, err
+}
+
+func refsOf(cols []string) []grammar.ColumnRef {
+	out := make([]grammar.ColumnRef, len(cols))
+	for i, c := range cols {
+		out[i] = grammar.ColumnRef{Column: c}
+	}
+	return out
+}
+
+// StatusInfo is what Status reads of one transform.
+type StatusInfo struct {
+	Transform          *catalog.Transform
+	BackfillingColumns []string
+	DrainFailure       *DrainFailure
+}
+
+// DrainFailure is a page that keeps failing.
+type DrainFailure struct {
+	SegSeq   int64
+	Tables   []string
+	Error    string
+	SQLState *string
+	Since    time.Time
+	LastSeen time.Time
+	Attempts int
+}
+
+// Status reads one transform's state; nil when no transform writes target.
+func (e *Engine) Status(ctx context.Context, target string) (*StatusInfo, error) {
+	t, err := e.Lookup(ctx, e.Pool, target, false)
+	if err != nil || t == nil {
+		return nil, err
+	}
+	info := &StatusInfo{Transform: t}
+	rows, err := e.Pool.Query(ctx, e.Cat.SQL(sqlColumnBuilds), t.ID)
+	if err != nil {
+		return nil, err
+	}
+	if info.BackfillingColumns, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		return nil, err
+	}
+	var df DrainFailure
+	err = e.Pool.QueryRow(ctx, e.Cat.SQL(sqlDrainFailure), t.Spec.Source.Schema+"."+t.Spec.Source.Table).
+		Scan(&df.SegSeq, &df.Tables, &df.Error, &df.SQLState, &df.Since, &df.LastSeen, &df.Attempts)
+	switch {
+	case err == nil:
+		df.Since, df.LastSeen = df.Since.UTC(), df.LastSeen.UTC()
+		info.DrainFailure = &df
+	case !errors.Is(err, pgx.ErrNoRows):
+		return nil, err
+	}
+	return info, nil
+}
+
+// LockHeld reports whether the advisory lock key is held by any session
+// in this database.
+func (e *Engine) LockHeld(ctx context.Context, key int64) (bool, error) {
+	var held bool
+	err := e.Pool.QueryRow(ctx, sqlLockHeld, int64(uint64(key)>>32), int64(uint32(key))).Scan(&held)
+	return held, err
+}
+
+// Snapshot is the current snapshot of committed transactions, as text.
+func (e *Engine) Snapshot(ctx context.Context) (string, error) {
+	var s string
+	err := e.Pool.QueryRow(ctx, sqlSnapshot).Scan(&s)
+	return s, err
+}
+
+// chainDepth is the longest chain of transforms reading other transforms'
+// targets (1 when none does).
+func chainDepth(ts []*catalog.Transform) int {
+	byTarget := map[string]*catalog.Transform{}
+	for _, t := range ts {
+		byTarget[t.Target.String()] = t
+	}
+	memo := map[int]int{}
+	var depth func(t *catalog.Transform, seen int) int
+	depth = func(t *catalog.Transform, seen int) int {
+		if d, ok := memo[t.ID]; ok {
+			return d
+		}
+		d := 1
+		if up, ok := byTarget[t.Spec.Source.Schema+"."+t.Spec.Source.Table]; ok && seen < len(ts) {
+			d = 1 + depth(up, seen+1)
+		}
+		memo[t.ID] = d
+		return d
+	}
+	best := 1
+	for _, t := range ts {
+		best = max(best, depth(t, 0))
+	}
+	return best
+}
+
+// AwaitConverged waits until every change committed in token has reached
+// the targets, including targets further down chains of transforms.
+func (e *Engine) AwaitConverged(ctx context.Context, token string, wake <-chan struct{}) error {
+	ts, _, err := e.Cat.Transforms(ctx, e.Pool)
+	if err != nil {
+		return err
+	}
+	rounds := chainDepth(ts)
+	for r := 0; r < rounds; r++ {
+		if err := e.awaitRound(ctx, token, wake); err != nil {
+			return err
+		}
+		if r+1 < rounds {
+			if token, err = e.Snapshot(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (e *Engine) awaitRound(ctx context.Context, token string, wake <-chan struct{}) error {
+	wait := 2 * time.Millisecond
+	for {
+		var n int64
+		err := e.Pool.QueryRow(ctx, e.Cat.SQL(sqlCovering), token).Scan(&n)
+		if errors.Is(err, pgx.ErrNoRows) {
+			if _, err := e.Drain.Cut(ctx, true); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		var pending bool
+		if err := e.Pool.QueryRow(ctx, e.Cat.SQL(sqlPagesPending), n).Scan(&pending); err != nil {
+			return err
+		}
+		if !pending {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wake:
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 50*time.Millisecond)
+	}
+}

@@ -1,0 +1,84 @@
+package engine
+
+// The engine's SQL for statements and reads; %[1]s is the quoted catalog schema.
+const (
+	sqlLockDDL = `SELECT pg_advisory_xact_lock($1)`
+
+	// Resolves a relation name; $1 is a quoted, possibly qualified name.
+	sqlResolve = `
+SELECT c.oid::int8, n.nspname, c.relname, c.relkind::text
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.oid = to_regclass($1)`
+
+	sqlPrimaryKey = `
+SELECT a.attname, format_type(a.atttypid, a.atttypmod)
+FROM pg_index i
+JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+WHERE i.indrelid = $1::oid AND i.indisprimary
+ORDER BY array_position(i.indkey::int2[], a.attnum)`
+
+	// What PostgreSQL knows of every function called by a name.
+	sqlFunctionKinds = `
+SELECT coalesce(bool_or(p.provolatile = 'v'), false), coalesce(bool_or(p.proretset), false),
+       coalesce(bool_or(p.prokind = 'a'), false), coalesce(bool_or(p.prokind = 'w'), false)
+FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE p.proname = $1 AND ($2 = '' OR n.nspname = $2)`
+
+	sqlUpsertSource = `
+INSERT INTO %[1]s.sources (schema_name, table_name, key_columns, key_types)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (schema_name, table_name) DO UPDATE SET schema_name = EXCLUDED.schema_name
+RETURNING id, key_columns, key_types`
+
+	sqlInsertTransform = `
+INSERT INTO %[1]s.transforms (target_schema, target_name, statement, spec)
+VALUES ($1, $2, $3, $4) RETURNING id`
+	sqlInsertTransformSource = `INSERT INTO %[1]s.transform_sources (transform_id, source_id) VALUES ($1, $2)`
+
+	sqlFindByName = `
+SELECT target_schema FROM %[1]s.transforms WHERE target_name = $1
+ORDER BY (target_schema = $2) DESC, target_schema`
+
+	sqlSetPaused = `
+UPDATE %[1]s.transforms SET state = 'paused', state_since = clock_timestamp(), paused_reason = $2
+WHERE id = $1 AND state <> 'paused'`
+	sqlSetRebuild = `
+UPDATE %[1]s.transforms SET state = $2, state_since = clock_timestamp(), paused_reason = NULL,
+    build_kind = 'rebuild', build_cursor = NULL, build_started = NULL
+WHERE id = $1`
+	sqlSetSpec     = `UPDATE %[1]s.transforms SET spec = $2 WHERE id = $1`
+	sqlDeleteTrans = `DELETE FROM %[1]s.transforms WHERE id = $1`
+	sqlReaders     = `
+SELECT t.target_schema || '.' || t.target_name, t.spec
+FROM %[1]s.transforms t JOIN %[1]s.transform_sources ts ON ts.transform_id = t.id
+JOIN %[1]s.sources s ON s.id = ts.source_id
+WHERE s.schema_name = $1 AND s.table_name = $2 AND t.id <> $3`
+	sqlColumnBuild     = `INSERT INTO %[1]s.column_builds (transform_id, column_name) VALUES ($1, $2) ON CONFLICT DO NOTHING`
+	sqlDropColumnBuild = `DELETE FROM %[1]s.column_builds WHERE transform_id = $1 AND column_name = $2`
+	sqlColumnBuilds    = `SELECT column_name FROM %[1]s.column_builds WHERE transform_id = $1 ORDER BY since, column_name`
+
+	sqlDrainFailure = `
+SELECT p.id, coalesce(p.tables, '{}'), coalesce(p.last_error, ''), p.last_sqlstate, p.first_failed, p.last_failed, p.attempts
+FROM %[1]s.pages p
+WHERE NOT p.done AND p.attempts > 0 AND $1 = ANY (p.tables)
+ORDER BY p.id LIMIT 1`
+
+	sqlNotify = `SELECT pg_notify($1, '')`
+
+	// Liveness: a granted advisory lock in this database.
+	sqlLockHeld = `
+SELECT EXISTS (SELECT 1 FROM pg_locks
+  WHERE locktype = 'advisory' AND granted AND objsubid = 1
+    AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+    AND classid = $1::bigint::oid AND objid = $2::bigint::oid)`
+
+	sqlSnapshot = `SELECT pg_current_snapshot()::text`
+	// The oldest cut whose snapshot sees everything the token sees.
+	sqlCovering = `
+SELECT n FROM %[1]s.cuts c
+WHERE pg_snapshot_xmax($1::pg_snapshot) <= pg_snapshot_xmax(c.snap)
+  AND NOT EXISTS (SELECT 1 FROM pg_snapshot_xip(c.snap) x
+                  WHERE x < pg_snapshot_xmax($1::pg_snapshot) AND pg_visible_in_snapshot(x, $1::pg_snapshot))
+ORDER BY n LIMIT 1`
+	sqlPagesPending = `SELECT EXISTS (SELECT 1 FROM %[1]s.pages WHERE NOT done AND cut <= $1)`
+)

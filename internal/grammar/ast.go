@@ -1,0 +1,176 @@
+// Package grammar parses Trellis statements (TRANSFORM, PAUSE, RESUME, DROP,
+// ALTER) into a small AST. The SQL parts of a statement (select expressions,
+// WHERE, GROUP BY, JOIN conditions) are validated with PostgreSQL's own
+// parser and carried as canonical SQL text produced by its deparser.
+package grammar
+
+// Name is a possibly schema-qualified object name. Identifiers are already
+// normalised the way PostgreSQL does it: unquoted ones are folded to lower
+// case, quoted ones keep their case with doubled quotes undone.
+type Name struct {
+	Schema string // "" when the statement did not qualify the name
+	Name   string
+}
+
+// String renders the name for messages (not for SQL: quote with ident).
+func (n Name) String() string {
+	if n.Schema == "" {
+		return n.Name
+	}
+	return n.Schema + "." + n.Name
+}
+
+// Statement is one parsed statement: *Transform, *Pause, *Resume, *Drop or *Alter.
+type Statement interface{ statement() }
+
+// TableRef is a table in a FROM or JOIN clause with its optional alias.
+type TableRef struct {
+	Table Name
+	Alias string // "" when none was given
+}
+
+// JoinKind tells inner from left joins.
+type JoinKind string
+
+// Join kinds.
+const (
+	JoinInner JoinKind = "inner"
+	JoinLeft  JoinKind = "left"
+)
+
+// ColumnRef is a column reference as written: an optional qualifier (table
+// name or alias) and the column name.
+type ColumnRef struct {
+	Qualifier string
+	Column    string
+}
+
+// JoinCond is one equality of an ON clause: Left = Right.
+type JoinCond struct {
+	Left  ColumnRef
+	Right ColumnRef
+}
+
+// Join is one JOIN clause.
+type Join struct {
+	Kind  JoinKind
+	Table TableRef
+	On    []JoinCond // one or more equalities joined by AND
+}
+
+// SelectItem is one `expr AS name` of the select list.
+type SelectItem struct {
+	Expr         string      // canonical SQL of the expression (deparsed by PostgreSQL's deparser)
+	Name         string      // the output column name, normalised
+	HasAggregate bool        // the expression calls an aggregate (by name or by aggregate syntax)
+	Columns      []ColumnRef // the column references the expression reads, in order of appearance, deduplicated
+}
+
+// Transform is `TRANSFORM target FROM source ... SELECT ...`.
+type Transform struct {
+	Target             Name
+	From               TableRef
+	Joins              []Join
+	Select             []SelectItem
+	Where              string      // canonical SQL of the predicate, "" when none
+	WhereColumns       []ColumnRef // columns the predicate reads
+	GroupBy            []string    // canonical SQL of each GROUP BY expression
+	GroupByColumns     []ColumnRef // columns the GROUP BY expressions read
+	WithoutSourceIndex bool
+	Functions          []string // every function the SQL parts call, as written ("lower", "pg_catalog.lower"), deduplicated
+}
+
+// Address names a transform or one of its columns in PAUSE and RESUME:
+// Parts holds 1 to 3 normalised identifiers ("t", "t.col" or "s.t",
+// "s.t.col"); a two-part address is resolved by the engine.
+type Address struct {
+	Parts []string
+}
+
+// Pause is `PAUSE TRANSFORM target[.column]`.
+type Pause struct{ Address Address }
+
+// Resume is `RESUME TRANSFORM target[.column]`.
+type Resume struct{ Address Address }
+
+// Drop is `DROP TRANSFORM target`.
+type Drop struct{ Target Name }
+
+// AlterAction is what an ALTER TRANSFORM does.
+type AlterAction string
+
+// Alter actions.
+const (
+	AlterAddColumn  AlterAction = "add_column"
+	AlterDropColumn AlterAction = "drop_column"
+)
+
+// Alter is `ALTER TRANSFORM target ADD COLUMN expr AS name` or
+// `ALTER TRANSFORM target DROP COLUMN name`.
+type Alter struct {
+	Target Name
+	Action AlterAction
+	Column SelectItem // for ADD COLUMN: the expression and name; for DROP COLUMN: Name only
+}
+
+func (*Transform) statement() {}
+func (*Pause) statement()     {}
+func (*Resume) statement()    {}
+func (*Drop) statement()      {}
+func (*Alter) statement()     {}
+
+// ErrorKind separates statements that do not parse from statements that
+// parse but are not allowed.
+type ErrorKind string
+
+// Error kinds.
+const (
+	Syntax  ErrorKind = "syntax"  // the text is not a statement of the grammar
+	Invalid ErrorKind = "invalid" // it parses, but a rule forbids it (subquery, window function, ...)
+)
+
+// Error is a statement that is refused, with where: 1-based line and column
+// in the statement text, and the token found there ("end of input" past the end).
+type Error struct {
+	Kind   ErrorKind
+	Line   int
+	Column int
+	Token  string
+	Msg    string
+}
+
+func (e *Error) Error() string {
+	if e.Line == 0 {
+		return e.Msg
+	}
+	return e.Msg + " at line " + itoa(e.Line) + ", column " + itoa(e.Column) + " (near " + quoteToken(e.Token) + ")"
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b [20]byte
+	i := len(b)
+	neg := n < 0
+	if neg {
+		n = -n
+	}
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	if neg {
+		i--
+		b[i] = '-'
+	}
+	return string(b[i:])
+}
+
+func quoteToken(t string) string {
+	if t == "end of input" {
+		return t
+	}
+	return "\"" + t + "\""
+}

@@ -1,0 +1,258 @@
+package grammar
+
+import (
+	"sort"
+	"strings"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+)
+
+// selectPrefix turns one SQL part of a statement into a query PostgreSQL
+// can parse: every part is an expression, parsed as `SELECT <part>`.
+const selectPrefix = "SELECT "
+
+// partKind tells where in a statement an SQL part is.
+type partKind int
+
+const (
+	partSelect partKind = iota
+	partWhere
+	partGroupBy
+	partJoin
+	partAlter
+)
+
+// aggregateMsg is the refusal for an aggregate in this part; "" when
+// aggregates are allowed.
+func (k partKind) aggregateMsg() string {
+	switch k {
+	case partWhere:
+		return "aggregates are not allowed in WHERE"
+	case partGroupBy:
+		return "aggregates are not allowed in GROUP BY"
+	case partJoin:
+		return "aggregates are not allowed in a JOIN condition"
+	}
+	return ""
+}
+
+// expr is one analysed SQL part.
+type expr struct {
+	from, to int // token span [from, to) in the statement
+	start    int // byte offset of the part in the statement text
+	val      *pg.Node
+	sql      string // canonical text; "" for JOIN conditions
+	cols     []ColumnRef
+	funcs    []located[string] // located by byte offset in the statement text
+	aggOff   int               // byte offset of the first aggregate call, -1 when none
+}
+
+// offset maps a location in the parsed query back to the statement text.
+func (x *expr) offset(loc, end int) int {
+	if loc < len(selectPrefix) {
+		return x.start
+	}
+	return min(x.start+loc-len(selectPrefix), end)
+}
+
+// analyse parses the tokens [from, to) as one PostgreSQL expression,
+// refuses what a transform does not allow, and returns what it reads and
+// calls with its canonical text.
+func (p *stmtParser) analyse(from, to int, kind partKind, what string) (*expr, *Error) {
+	start, end := p.toks[from].start, p.toks[to-1].end
+	x := &expr{from: from, to: to, start: start, aggOff: -1}
+	if w := p.toks[from].word; w == "all" {
+		return nil, p.errAt(Syntax, from, "unexpected ALL at the start of "+what)
+	}
+	tree, err := pgParse(selectPrefix + p.text[start:end])
+	if err != nil {
+		return nil, p.pgError(err, start, end, selectPrefix, what)
+	}
+	rt, e := p.single(tree, x, end, what)
+	if e != nil {
+		return nil, e
+	}
+	x.val = rt.GetVal()
+
+	w := newWalker(kind.aggregateMsg())
+	w.walk(x.val.ProtoReflect(), int(rt.GetLocation()), false)
+	if w.errMsg != "" {
+		return nil, p.errAtByte(Invalid, x.offset(w.errLoc, end), w.errMsg, "")
+	}
+	sort.SliceStable(w.cols, func(i, j int) bool { return w.cols[i].loc < w.cols[j].loc })
+	for _, c := range w.cols {
+		x.cols = appendUnique(x.cols, c.val)
+	}
+	for _, f := range w.funcs {
+		x.funcs = append(x.funcs, located[string]{x.offset(f.loc, end), f.val})
+	}
+	if w.aggLoc >= 0 {
+		x.aggOff = x.offset(w.aggLoc, end)
+	}
+
+	if kind == partJoin {
+		return x, nil
+	}
+	out, err := pgDeparse(tree)
+	if err != nil || !strings.HasPrefix(out, selectPrefix) {
+		return nil, p.errAtByte(Invalid, start, "PostgreSQL cannot print "+what+" back as SQL; write it differently", "")
+	}
+	x.sql = strings.TrimPrefix(out, selectPrefix)
+	// The text is embedded in generated SQL later: make sure it means
+	// exactly what was written.
+	again, err := pgParse(out)
+	if err != nil || len(again.GetStmts()) != 1 ||
+		!equalIgnoringLocation(again.GetStmts()[0].GetStmt().ProtoReflect(), tree.GetStmts()[0].GetStmt().ProtoReflect()) {
+		return nil, p.errAtByte(Invalid, start, "PostgreSQL cannot print "+what+" back as SQL with the same meaning; write it differently", "")
+	}
+	return x, nil
+}
+
+// single checks that a parsed `SELECT <part>` is exactly one expression and
+// returns its target.
+func (p *stmtParser) single(tree *pg.ParseResult, x *expr, end int, what string) (*pg.ResTarget, *Error) {
+	notOne := "expected exactly one expression in " + what
+	stmts := tree.GetStmts()
+	if len(stmts) != 1 {
+		return nil, p.errAt(Syntax, x.from, notOne)
+	}
+	sel := stmts[0].GetStmt().GetSelectStmt()
+	if sel == nil {
+		return nil, p.errAt(Invalid, x.from, notOne)
+	}
+	if wc := sel.GetWithClause(); wc != nil {
+		return nil, p.errAtByte(Invalid, x.offset(int(wc.GetLocation()), end), "WITH queries are not allowed in a transform", "")
+	}
+	clauses := []struct {
+		present bool
+		words   []string
+	}{
+		{sel.GetOp() != pg.SetOperation_SETOP_NONE, []string{"union", "intersect", "except"}},
+		{len(sel.GetDistinctClause()) > 0, []string{"distinct"}},
+		{sel.GetIntoClause() != nil, []string{"into"}},
+		{len(sel.GetFromClause()) > 0, []string{"from"}},
+		{sel.GetWhereClause() != nil, []string{"where"}},
+		{len(sel.GetGroupClause()) > 0 || sel.GetGroupDistinct(), []string{"group"}},
+		{sel.GetHavingClause() != nil, []string{"having"}},
+		{len(sel.GetWindowClause()) > 0, []string{"window"}},
+		{len(sel.GetValuesLists()) > 0, []string{"values"}},
+		{len(sel.GetSortClause()) > 0, []string{"order"}},
+		{sel.GetLimitOffset() != nil || sel.GetLimitCount() != nil ||
+			sel.GetLimitOption() == pg.LimitOption_LIMIT_OPTION_WITH_TIES, []string{"limit", "offset", "fetch"}},
+		{len(sel.GetLockingClause()) > 0, []string{"for"}},
+	}
+	for _, c := range clauses {
+		if c.present {
+			return nil, p.errAt(Invalid, p.clauseToken(x.from, x.to, c.words), notOne)
+		}
+	}
+	targets := sel.GetTargetList()
+	if len(targets) == 0 {
+		return nil, p.errAt(Invalid, x.from, notOne)
+	}
+	if len(targets) > 1 {
+		loc := int(targets[1].GetResTarget().GetLocation())
+		return nil, p.errAtByte(Invalid, x.offset(loc, end), notOne, "")
+	}
+	rt := targets[0].GetResTarget()
+	if rt == nil || rt.GetVal() == nil || len(rt.GetIndirection()) > 0 {
+		return nil, p.errAt(Invalid, x.from, notOne)
+	}
+	if rt.GetName() != "" {
+		// `expr alias` or `expr AS alias`: the alias is the last token.
+		at := x.to - 1
+		if at-1 > x.from && p.toks[at-1].word == "as" {
+			at--
+		}
+		return nil, p.errAt(Syntax, at, "unexpected "+quoteToken(p.toks[at].text)+" after the expression in "+what)
+	}
+	return rt, nil
+}
+
+// clauseToken finds the first token at parenthesis depth 0 in [from, to)
+// that is one of words (a FROM right after DISTINCT belongs to IS
+// DISTINCT FROM and is skipped); from when there is none.
+func (p *stmtParser) clauseToken(from, to int, words []string) int {
+	depth := 0
+	for i := from; i < to; i++ {
+		switch p.toks[i].kind {
+		case pg.Token_ASCII_40, pg.Token_ASCII_91:
+			depth++
+		case pg.Token_ASCII_41, pg.Token_ASCII_93:
+			depth--
+		default:
+			if depth != 0 {
+				continue
+			}
+			for _, w := range words {
+				if p.toks[i].word == w && (w != "from" || i == from || p.toks[i-1].word != "distinct") {
+					return i
+				}
+			}
+		}
+	}
+	return from
+}
+
+func appendUnique[T comparable](list []T, v T) []T {
+	for _, x := range list {
+		if x == v {
+			return list
+		}
+	}
+	return append(list, v)
+}
+
+// joinConds checks that a JOIN condition is column = column equalities
+// joined by AND and returns them.
+func (p *stmtParser) joinConds(x *expr) ([]JoinCond, *Error) {
+	end := p.toks[x.to-1].end
+	var conds []JoinCond
+	var visit func(n *pg.Node) *Error
+	visit = func(n *pg.Node) *Error {
+		if b := n.GetBoolExpr(); b != nil && b.GetBoolop() == pg.BoolExprType_AND_EXPR {
+			for _, a := range b.GetArgs() {
+				if e := visit(a); e != nil {
+					return e
+				}
+			}
+			return nil
+		}
+		refuse := func() *Error {
+			return p.errAtByte(Invalid, x.offset(minLocation(n.ProtoReflect()), end),
+				"a JOIN condition must be column = column equalities joined by AND", "")
+		}
+		a := n.GetAExpr()
+		if a == nil || a.GetKind() != pg.A_Expr_Kind_AEXPR_OP || len(a.GetName()) != 1 || a.GetName()[0].GetString_().GetSval() != "=" {
+			return refuse()
+		}
+		l, lok := plainColumn(a.GetLexpr())
+		r, rok := plainColumn(a.GetRexpr())
+		if !lok || !rok {
+			return refuse()
+		}
+		conds = append(conds, JoinCond{Left: l, Right: r})
+		return nil
+	}
+	if e := visit(x.val); e != nil {
+		return nil, e
+	}
+	return conds, nil
+}
+
+// plainColumn returns the column a node refers to when it is a bare column reference.
+func plainColumn(n *pg.Node) (ColumnRef, bool) {
+	c := n.GetColumnRef()
+	if c == nil || len(c.GetFields()) == 0 {
+		return ColumnRef{}, false
+	}
+	parts := make([]string, 0, len(c.GetFields()))
+	for _, f := range c.GetFields() {
+		s := f.GetString_()
+		if s == nil {
+			return ColumnRef{}, false
+		}
+		parts = append(parts, s.GetSval())
+	}
+	return ColumnRef{Qualifier: strings.Join(parts[:len(parts)-1], "."), Column: parts[len(parts)-1]}, true
+}

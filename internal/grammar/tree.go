@@ -1,0 +1,291 @@
+package grammar
+
+import (
+	"bytes"
+	"strings"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// isAggregateName tells whether an unqualified function name is one of
+// PostgreSQL's built-in aggregates (or of their families: stddev*,
+// variance*, covar_*, regr_*, percentile_*).
+func isAggregateName(name string) bool {
+	switch name {
+	case "count", "sum", "avg", "min", "max", "bool_and", "bool_or", "every",
+		"string_agg", "array_agg", "json_agg", "jsonb_agg", "json_object_agg",
+		"jsonb_object_agg", "json_agg_strict", "jsonb_agg_strict",
+		"json_object_agg_strict", "jsonb_object_agg_strict",
+		"json_object_agg_unique", "jsonb_object_agg_unique",
+		"json_object_agg_unique_strict", "jsonb_object_agg_unique_strict",
+		"xmlagg", "bit_and", "bit_or", "bit_xor", "var_pop", "var_samp", "corr",
+		"mode", "range_agg", "range_intersect_agg", "any_value":
+		return true
+	}
+	for _, prefix := range []string{"stddev", "variance", "covar_", "regr_", "percentile_"} {
+		if strings.HasPrefix(name, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// isAggregate tells whether a function call is an aggregate: by aggregate
+// syntax (count(*), DISTINCT, ORDER BY, FILTER, WITHIN GROUP) or by name.
+func isAggregate(fc *pg.FuncCall) bool {
+	if fc.GetAggStar() || fc.GetAggDistinct() || len(fc.GetAggOrder()) > 0 || fc.GetAggFilter() != nil || fc.GetAggWithinGroup() {
+		return true
+	}
+	parts := funcNameParts(fc)
+	return len(parts) > 0 && isAggregateName(parts[len(parts)-1])
+}
+
+func funcNameParts(fc *pg.FuncCall) []string {
+	parts := make([]string, 0, len(fc.GetFuncname()))
+	for _, n := range fc.GetFuncname() {
+		parts = append(parts, n.GetString_().GetSval())
+	}
+	return parts
+}
+
+// located is something found at a byte offset of the parsed query.
+type located[T any] struct {
+	loc int
+	val T
+}
+
+// walker collects what an expression reads and calls, and the first
+// (leftmost) thing in it that a transform does not allow.
+type walker struct {
+	aggMsg string // message when aggregates are not allowed here, "" when they are
+
+	cols   []located[ColumnRef]
+	funcs  []located[string]
+	aggLoc int // location of the first aggregate, -1 when none
+
+	errLoc int
+	errMsg string
+}
+
+func newWalker(aggMsg string) *walker {
+	return &walker{aggMsg: aggMsg, aggLoc: -1, errLoc: -1}
+}
+
+func (w *walker) fail(loc int, msg string) {
+	if w.errMsg == "" || (loc >= 0 && (w.errLoc < 0 || loc < w.errLoc)) {
+		w.errLoc, w.errMsg = loc, msg
+	}
+}
+
+// location returns a node's location field, or -1 when it has none.
+func location(m protoreflect.Message) int {
+	fd := m.Descriptor().Fields().ByName("location")
+	if fd == nil || fd.Kind() != protoreflect.Int32Kind {
+		return -1
+	}
+	return int(m.Get(fd).Int())
+}
+
+// children calls f for every message directly below m, in field order.
+func children(m protoreflect.Message, f func(protoreflect.Message)) {
+	fields := m.Descriptor().Fields()
+	for i := 0; i < fields.Len(); i++ {
+		fd := fields.Get(i)
+		if fd.Message() == nil || fd.IsMap() || !m.Has(fd) {
+			continue
+		}
+		if fd.IsList() {
+			l := m.Get(fd).List()
+			for j := 0; j < l.Len(); j++ {
+				f(l.Get(j).Message())
+			}
+			continue
+		}
+		f(m.Get(fd).Message())
+	}
+}
+
+// walk visits m; loc is the nearest known location above it, inAgg whether
+// m is inside an aggregate's arguments.
+func (w *walker) walk(m protoreflect.Message, loc int, inAgg bool) {
+	if l := location(m); l >= 0 {
+		loc = l
+	}
+	switch n := m.Interface().(type) {
+	case *pg.SubLink:
+		if n.GetSubselect().GetSelectStmt().GetWithClause() != nil {
+			w.fail(loc, "WITH queries are not allowed in a transform")
+			return
+		}
+		w.fail(loc, "subqueries are not allowed in a transform")
+		return
+	case *pg.SelectStmt:
+		w.fail(loc, "subqueries are not allowed in a transform")
+		return
+	case *pg.ParamRef:
+		w.fail(loc, "parameters ($n) are not allowed in a transform")
+		return
+	case *pg.GroupingFunc:
+		w.fail(loc, "GROUPING is not supported in a transform")
+		return
+	case *pg.A_Star:
+		w.fail(loc, "* is not allowed here: name the columns")
+		return
+	case *pg.ColumnRef:
+		w.columnRef(n, loc)
+		return
+	case *pg.FuncCall:
+		w.funcCall(n, loc, inAgg)
+		return
+	}
+	children(m, func(c protoreflect.Message) { w.walk(c, loc, inAgg) })
+}
+
+func (w *walker) columnRef(n *pg.ColumnRef, loc int) {
+	fields := n.GetFields()
+	parts := make([]string, 0, len(fields))
+	for _, f := range fields {
+		if f.GetAStar() != nil {
+			w.fail(loc, "* is not allowed in a transform: name the columns (count(*) is fine)")
+			return
+		}
+		s := f.GetString_()
+		if s == nil {
+			w.fail(loc, "unsupported column reference")
+			return
+		}
+		parts = append(parts, s.GetSval())
+	}
+	if len(parts) == 0 {
+		w.fail(loc, "unsupported column reference")
+		return
+	}
+	ref := ColumnRef{Qualifier: strings.Join(parts[:len(parts)-1], "."), Column: parts[len(parts)-1]}
+	w.cols = append(w.cols, located[ColumnRef]{loc, ref})
+}
+
+func (w *walker) funcCall(n *pg.FuncCall, loc int, inAgg bool) {
+	if n.GetOver() != nil {
+		w.fail(loc, "window functions are not allowed in a transform")
+		return
+	}
+	w.funcs = append(w.funcs, located[string]{loc, strings.Join(funcNameParts(n), ".")})
+	agg := isAggregate(n)
+	if agg {
+		switch {
+		case w.aggMsg != "":
+			w.fail(loc, w.aggMsg)
+			return
+		case inAgg:
+			w.fail(loc, "aggregate calls cannot be nested")
+			return
+		}
+		if w.aggLoc < 0 || loc < w.aggLoc {
+			w.aggLoc = loc
+		}
+	}
+	for _, a := range n.GetArgs() {
+		w.walk(a.ProtoReflect(), loc, inAgg || agg)
+	}
+	for _, a := range n.GetAggOrder() {
+		w.walk(a.ProtoReflect(), loc, inAgg || agg)
+	}
+	if f := n.GetAggFilter(); f != nil {
+		w.walk(f.ProtoReflect(), loc, inAgg || agg)
+	}
+}
+
+// ungrouped returns the first column reference in m that is neither inside
+// an aggregate nor inside a sub-expression equal to one of groups, with its
+// location; nil when there is none.
+func ungrouped(m protoreflect.Message, groups []*pg.Node, loc int) (*pg.ColumnRef, int) {
+	if l := location(m); l >= 0 {
+		loc = l
+	}
+	switch n := m.Interface().(type) {
+	case *pg.Node:
+		for _, g := range groups {
+			if equalIgnoringLocation(m, g.ProtoReflect()) {
+				return nil, loc
+			}
+		}
+	case *pg.FuncCall:
+		if isAggregate(n) {
+			return nil, loc
+		}
+	case *pg.ColumnRef:
+		return n, loc
+	}
+	var found *pg.ColumnRef
+	foundLoc := loc
+	children(m, func(c protoreflect.Message) {
+		if found == nil {
+			found, foundLoc = ungrouped(c, groups, loc)
+		}
+	})
+	return found, foundLoc
+}
+
+// equalIgnoringLocation compares two parse trees, ignoring where in the
+// text their nodes were found.
+func equalIgnoringLocation(a, b protoreflect.Message) bool {
+	if a.Descriptor().FullName() != b.Descriptor().FullName() {
+		return false
+	}
+	fields := a.Descriptor().Fields()
+	for i := 0; i < fields.Len(); i++ {
+		fd := fields.Get(i)
+		if fd.Name() == "location" {
+			continue
+		}
+		if a.Has(fd) != b.Has(fd) {
+			return false
+		}
+		if !a.Has(fd) {
+			continue
+		}
+		va, vb := a.Get(fd), b.Get(fd)
+		switch {
+		case fd.IsMap():
+			return false // parse trees have no maps; be conservative
+		case fd.IsList():
+			la, lb := va.List(), vb.List()
+			if la.Len() != lb.Len() {
+				return false
+			}
+			for j := 0; j < la.Len(); j++ {
+				if !equalValue(fd, la.Get(j), lb.Get(j)) {
+					return false
+				}
+			}
+		default:
+			if !equalValue(fd, va, vb) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func equalValue(fd protoreflect.FieldDescriptor, a, b protoreflect.Value) bool {
+	switch {
+	case fd.Message() != nil:
+		return equalIgnoringLocation(a.Message(), b.Message())
+	case fd.Kind() == protoreflect.BytesKind:
+		return bytes.Equal(a.Bytes(), b.Bytes())
+	default:
+		return a.Interface() == b.Interface()
+	}
+}
+
+// minLocation returns the smallest location in the tree below m, or -1.
+func minLocation(m protoreflect.Message) int {
+	best := location(m)
+	children(m, func(c protoreflect.Message) {
+		if l := minLocation(c); l >= 0 && (best < 0 || l < best) {
+			best = l
+		}
+	})
+	return best
+}

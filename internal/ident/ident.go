@@ -1,0 +1,31 @@
+// Package ident quotes SQL identifiers. Every identifier Trellis writes into
+// generated SQL goes through Quote or Qualified, never through string
+// concatenation of its own.
+package ident
+
+import "strings"
+
+// Quote returns name as a PostgreSQL quoted identifier.
+func Quote(name string) string {
+	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
+}
+
+// Qualified returns schema.name with both parts quoted.
+func Qualified(schema, name string) string {
+	return Quote(schema) + "." + Quote(name)
+}
+
+// List quotes each name and joins them with ", ".
+func List(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = Quote(n)
+	}
+	return strings.Join(q, ", ")
+}
+
+// Literal returns s as a PostgreSQL string literal (for DDL that cannot
+// take parameters, such as a NOTIFY channel in a function body).
+func Literal(s string) string {
+	return `'` + strings.ReplaceAll(s, `'`, `''`) + `'`
+}

@@ -1,0 +1,263 @@
+// Package plan turns a transform's definition into the SQL that maintains
+// it: the target's DDL, the recompute of a set of keys, the full resync, and
+// the key-ordered pages of a build. All generated SQL lives here, and every
+// identifier in it goes through package ident.
+package plan
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/trellis-pg/trellis/internal/ident"
+)
+
+// Spec is a compiled transform definition, stored as JSON in the catalog.
+type Spec struct {
+	Source  Source   `json:"source"`
+	Columns []Column `json:"columns"`
+	Where   string   `json:"where,omitempty"`
+	// Reads is every source column the definition reads, for checks that a
+	// column can be dropped.
+	Reads []string `json:"reads,omitempty"`
+}
+
+// Source is the table a projection reads.
+type Source struct {
+	ID       int      `json:"id"`
+	Schema   string   `json:"schema"`
+	Table    string   `json:"table"`
+	Alias    string   `json:"alias"`
+	KeyCols  []string `json:"key_columns"`
+	KeyTypes []string `json:"key_types"`
+}
+
+// Column is one selected output column.
+type Column struct {
+	Name string `json:"name"`
+	Expr string `json:"expr"`
+}
+
+// Target is a qualified target table.
+type Target struct {
+	Schema string
+	Name   string
+}
+
+// String is the qualified name for messages: schema.table.
+func (t Target) String() string { return t.Schema + "." + t.Name }
+
+// Quoted is the qualified, quoted name for SQL.
+func (t Target) Quoted() string { return ident.Qualified(t.Schema, t.Name) }
+
+// Plan is the SQL of one transform.
+type Plan struct {
+	Target Target
+	Spec   Spec
+}
+
+func (p *Plan) alias() string {
+	if p.Spec.Source.Alias != "" {
+		return p.Spec.Source.Alias
+	}
+	return p.Spec.Source.Table
+}
+
+func (p *Plan) from() string {
+	return ident.Qualified(p.Spec.Source.Schema, p.Spec.Source.Table) + " AS " + ident.Quote(p.alias())
+}
+
+// srcKey is the source's key columns qualified by the alias.
+func (p *Plan) srcKey() []string {
+	a := ident.Quote(p.alias())
+	out := make([]string, len(p.Spec.Source.KeyCols))
+	for i, k := range p.Spec.Source.KeyCols {
+		out[i] = a + "." + ident.Quote(k)
+	}
+	return out
+}
+
+func (p *Plan) columnNames() []string {
+	names := append([]string(nil), p.Spec.Source.KeyCols...)
+	for _, c := range p.Spec.Columns {
+		names = append(names, c.Name)
+	}
+	return names
+}
+
+// selectList is key columns then expressions, named as the target's columns.
+func (p *Plan) selectList() string {
+	parts := make([]string, 0, len(p.Spec.Source.KeyCols)+len(p.Spec.Columns))
+	for i, k := range p.srcKey() {
+		parts = append(parts, k+" AS "+ident.Quote(p.Spec.Source.KeyCols[i]))
+	}
+	for _, c := range p.Spec.Columns {
+		parts = append(parts, "("+c.Expr+") AS "+ident.Quote(c.Name))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (p *Plan) where(extra ...string) string {
+	conds := append([]string(nil), extra...)
+	if p.Spec.Where != "" {
+		conds = append(conds, "("+p.Spec.Where+")")
+	}
+	if len(conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(conds, " AND ")
+}
+
+// CreateTarget is the DDL that creates the empty target with the types
+// PostgreSQL infers for the expressions, and its primary key.
+func (p *Plan) CreateTarget() string {
+	return fmt.Sprintf("CREATE TABLE %s AS SELECT %s FROM %s%s WITH NO DATA;\nALTER TABLE %s ADD PRIMARY KEY (%s)",
+		p.Target.Quoted(), p.selectList(), p.from(), p.where(), p.Target.Quoted(), ident.List(p.Spec.Source.KeyCols))
+}
+
+// ProbeColumn is a query whose single result column has the type PostgreSQL
+// infers for expr over the source; it returns no rows.
+func (p *Plan) ProbeColumn(expr string) string {
+	return fmt.Sprintf("SELECT (%s) AS c FROM %s LIMIT 0", expr, p.from())
+}
+
+// keyTuple renders (a, b) or a for a list of column expressions.
+func keyTuple(cols []string) string {
+	if len(cols) == 1 {
+		return cols[0]
+	}
+	return "(" + strings.Join(cols, ", ") + ")"
+}
+
+func (p *Plan) upsert(srcName string) string {
+	t := p.Target.Quoted()
+	keys := ident.List(p.Spec.Source.KeyCols)
+	if len(p.Spec.Columns) == 0 {
+		return fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s ON CONFLICT (%s) DO NOTHING",
+			t, keys, keys, srcName, keys)
+	}
+	var set, cur, exc []string
+	for _, c := range p.Spec.Columns {
+		q := ident.Quote(c.Name)
+		set = append(set, q+" = EXCLUDED."+q)
+		cur = append(cur, t+"."+q)
+		exc = append(exc, "EXCLUDED."+q)
+	}
+	all := ident.List(p.columnNames())
+	return fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s ON CONFLICT (%s) DO UPDATE SET %s WHERE (%s) IS DISTINCT FROM (%s)",
+		t, all, all, srcName, keys, strings.Join(set, ", "), strings.Join(cur, ", "), strings.Join(exc, ", "))
+}
+
+// keyMatch is "t.k1 = s.k1 AND ..." for two aliases over the key columns.
+func (p *Plan) keyMatch(a, b string) string {
+	var parts []string
+	for _, k := range p.Spec.Source.KeyCols {
+		q := ident.Quote(k)
+		parts = append(parts, a+"."+q+" = "+b+"."+q)
+	}
+	return strings.Join(parts, " AND ")
+}
+
+// keysCTE unnests the key parameters ($1..$n, one text[] per key column)
+// into typed columns named as the key columns.
+func (p *Plan) keysCTE() string {
+	var params, cols, casts []string
+	for i, k := range p.Spec.Source.KeyCols {
+		params = append(params, fmt.Sprintf("$%d::text[]", i+1))
+		cols = append(cols, fmt.Sprintf("k%d", i+1))
+		casts = append(casts, fmt.Sprintf("u.k%d::%s AS %s", i+1, p.Spec.Source.KeyTypes[i], ident.Quote(k)))
+	}
+	return fmt.Sprintf("SELECT %s FROM unnest(%s) AS u(%s)", strings.Join(casts, ", "), strings.Join(params, ", "), strings.Join(cols, ", "))
+}
+
+// Recompute re-derives the target rows of a set of source keys from the
+// current source rows, in one statement: rows the keys no longer produce are
+// deleted, the rest upserted (unchanged rows are not rewritten). Parameters:
+// one text[] per key column, element i of each forming key i. It returns the
+// number of rows deleted and upserted.
+func (p *Plan) Recompute() string {
+	src := fmt.Sprintf("SELECT %s FROM %s%s", p.selectList(), p.from(),
+		p.where(keyTuple(p.srcKey())+" IN (SELECT "+ident.List(p.Spec.Source.KeyCols)+" FROM k)"))
+	return p.withDeleteUpsert("k AS ("+p.keysCTE()+"), ", src, "USING k", true)
+}
+
+// Resync re-derives the whole target from the whole source (after a
+// TRUNCATE of the source). No parameters.
+func (p *Plan) Resync() string {
+	src := fmt.Sprintf("SELECT %s FROM %s%s", p.selectList(), p.from(), p.where())
+	return p.withDeleteUpsert("", src, "", false)
+}
+
+// withDeleteUpsert assembles WITH <pre> src AS (...), del AS (DELETE target
+// rows not in src [restricted]), ins AS (upsert src) SELECT counts.
+func (p *Plan) withDeleteUpsert(pre, src, using string, restrictToKeys bool) string {
+	t := p.Target.Quoted()
+	delWhere := "NOT EXISTS (SELECT 1 FROM src WHERE " + p.keyMatch("src", "t") + ")"
+	if restrictToKeys {
+		delWhere = p.keyMatch("t", "k") + " AND " + delWhere
+	}
+	del := fmt.Sprintf("DELETE FROM %s AS t %s WHERE %s RETURNING 1", t, using, delWhere)
+	return fmt.Sprintf("WITH %ssrc AS (%s), del AS (%s), ins AS (%s RETURNING 1) SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM ins)",
+		pre, src, del, p.upsert("src"))
+}
+
+// BuildBound is the query that finds the upper end of the next build page:
+// the key n rows past the cursor ($1..$k the cursor's key values as text, or
+// no cursor parameters when first). It returns the key's columns as text.
+func (p *Plan) BuildBound(first bool, n int) string {
+	cond := ""
+	if !first {
+		cond = " WHERE " + keyTuple(p.srcKey()) + " > " + p.cursorTuple(1)
+	}
+	var outs []string
+	for _, k := range p.srcKey() {
+		outs = append(outs, k+"::text")
+	}
+	return fmt.Sprintf("SELECT %s FROM %s%s ORDER BY %s OFFSET %d LIMIT 1",
+		strings.Join(outs, ", "), p.from(), cond, strings.Join(p.srcKey(), ", "), n-1)
+}
+
+func (p *Plan) cursorTuple(start int) string {
+	var ps []string
+	for i, t := range p.Spec.Source.KeyTypes {
+		ps = append(ps, fmt.Sprintf("$%d::%s", start+i, t))
+	}
+	return keyTuple(ps)
+}
+
+// BuildPage re-derives the target rows of the source keys in (lower,
+// upper]: lower is absent on the first page, upper on the last. Parameters:
+// lower's key values then upper's, as text. With deleteUnbacked, target
+// rows in the range that the source no longer backs are deleted too (a
+// rebuild); an initial build only inserts and updates.
+func (p *Plan) BuildPage(hasLower, hasUpper, deleteUnbacked bool) string {
+	n := len(p.Spec.Source.KeyCols)
+	var srcConds, tConds []string
+	next := 1
+	tKey := make([]string, n)
+	for i, k := range p.Spec.Source.KeyCols {
+		tKey[i] = "t." + ident.Quote(k)
+	}
+	if hasLower {
+		srcConds = append(srcConds, keyTuple(p.srcKey())+" > "+p.cursorTuple(next))
+		tConds = append(tConds, keyTuple(tKey)+" > "+p.cursorTuple(next))
+		next += n
+	}
+	if hasUpper {
+		srcConds = append(srcConds, keyTuple(p.srcKey())+" <= "+p.cursorTuple(next))
+		tConds = append(tConds, keyTuple(tKey)+" <= "+p.cursorTuple(next))
+	}
+	src := fmt.Sprintf("SELECT %s FROM %s%s", p.selectList(), p.from(), p.where(srcConds...))
+	if !deleteUnbacked {
+		return fmt.Sprintf("WITH src AS (%s), ins AS (%s RETURNING 1) SELECT 0::bigint, (SELECT count(*) FROM ins)", src, p.upsert("src"))
+	}
+	delWhere := append(tConds, "NOT EXISTS (SELECT 1 FROM src WHERE "+p.keyMatch("src", "t")+")")
+	del := fmt.Sprintf("DELETE FROM %s AS t WHERE %s RETURNING 1", p.Target.Quoted(), strings.Join(delWhere, " AND "))
+	return fmt.Sprintf("WITH src AS (%s), del AS (%s), ins AS (%s RETURNING 1) SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM ins)",
+		src, del, p.upsert("src"))
+}
+
+// Recount is a fresh recompute of the definition as a plain query, for
+// tests and checks: every row the target should hold.
+func (p *Plan) Recount() string {
+	return fmt.Sprintf("SELECT %s FROM %s%s", p.selectList(), p.from(), p.where())
+}

@@ -1,0 +1,59 @@
+package staging
+
+// The staging worker's SQL; %[1]s is the quoted catalog schema.
+const (
+	sqlPendingSources = `
+SELECT s.id, s.schema_name, s.table_name, s.key_columns, s.key_types
+FROM %[1]s.sources s
+WHERE s.capture_state = 'pending'
+  AND EXISTS (SELECT 1 FROM %[1]s.transform_sources ts WHERE ts.source_id = s.id)
+ORDER BY s.id`
+
+	sqlOrphanSources = `
+SELECT s.id, s.schema_name, s.table_name, s.key_columns, s.key_types
+FROM %[1]s.sources s
+WHERE NOT EXISTS (SELECT 1 FROM %[1]s.transform_sources ts WHERE ts.source_id = s.id)
+ORDER BY s.id`
+
+	sqlMarkInstalled = `UPDATE %[1]s.sources SET capture_state = 'installed', installed_at = clock_timestamp() WHERE id = $1`
+	sqlDeleteSource  = `DELETE FROM %[1]s.sources s WHERE id = $1
+  AND NOT EXISTS (SELECT 1 FROM %[1]s.transform_sources ts WHERE ts.source_id = s.id)`
+
+	// Transforms with a build to run whose sources are all captured.
+	sqlBuildable = `
+SELECT t.id FROM %[1]s.transforms t
+WHERE t.state IN ('waiting_to_backfill', 'backfilling')
+  AND NOT EXISTS (SELECT 1 FROM %[1]s.transform_sources ts JOIN %[1]s.sources s ON s.id = ts.source_id
+                  WHERE ts.transform_id = t.id AND s.capture_state <> 'installed')
+ORDER BY t.id`
+
+	sqlLockShared = `SELECT pg_advisory_xact_lock_shared($1)`
+	sqlKeyLocks   = `SELECT count(pg_advisory_xact_lock(k)) FROM (SELECT DISTINCT k FROM unnest($1::bigint[]) AS u(k) ORDER BY k) s`
+
+	sqlBuildProgress = `
+UPDATE %[1]s.transforms SET build_cursor = $2, build_rows = build_rows + $3,
+    state = 'backfilling',
+    state_since = CASE WHEN state = 'backfilling' THEN state_since ELSE clock_timestamp() END,
+    build_started = coalesce(build_started, clock_timestamp())
+WHERE id = $1`
+	sqlBuildDone = `
+UPDATE %[1]s.transforms SET state = 'live', state_since = clock_timestamp(),
+    build_cursor = NULL, build_started = NULL, build_kind = 'initial', build_rows = build_rows + $2
+WHERE id = $1`
+	sqlColumnBuildsDone = `DELETE FROM %[1]s.column_builds WHERE transform_id = $1`
+
+	// Ring maintenance.
+	sqlRing = `SELECT cur, nsegs, extract(epoch FROM clock_timestamp() - rotated_at) FROM %[1]s.ring`
+	// The drained frontier: the newest cut whose pages, and all older ones, are done.
+	sqlFrontier = `
+SELECT n, snap::text FROM %[1]s.cuts
+WHERE n <= coalesce((SELECT min(cut) - 1 FROM %[1]s.pages WHERE NOT done), (SELECT max(n) FROM %[1]s.cuts))
+ORDER BY n DESC LIMIT 1`
+	sqlSegmentHasRows   = `SELECT EXISTS (SELECT 1 FROM %[1]s.%[2]s)`
+	sqlSegmentUndrained = `SELECT EXISTS (SELECT 1 FROM %[1]s.%[2]s WHERE NOT pg_visible_in_snapshot(xid, $1::pg_snapshot))`
+	sqlLockSegment      = `LOCK TABLE %[1]s.%[2]s IN ACCESS EXCLUSIVE MODE`
+	sqlTruncateSegment  = `TRUNCATE %[1]s.%[2]s`
+	sqlRotate           = `UPDATE %[1]s.ring SET cur = $1, rotated_at = clock_timestamp() WHERE cur = $2`
+	sqlPrunePages       = `DELETE FROM %[1]s.pages WHERE done AND cut <= $1`
+	sqlPruneCuts        = `DELETE FROM %[1]s.cuts WHERE n < $1`
+)

@@ -1,0 +1,319 @@
+// Package staging is the staging worker: exactly one per instance. It
+// installs and removes capture on source tables, runs the key-ordered builds
+// (backfills) of new and rebuilt transforms, and keeps the ledger's ring of
+// segments turning: rotating the current segment and reclaiming drained
+// ones with TRUNCATE.
+package staging
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/trellis-pg/trellis/internal/capture"
+	"github.com/trellis-pg/trellis/internal/catalog"
+	"github.com/trellis-pg/trellis/internal/drain"
+	"github.com/trellis-pg/trellis/internal/ident"
+)
+
+// Defaults for the worker's cadence.
+const (
+	BuildPageRows   = 20000
+	RotateEvery     = 2 * time.Second
+	MaintainEvery   = 500 * time.Millisecond
+	SegmentLockWait = 50 * time.Millisecond
+)
+
+// Worker is the staging worker of one instance.
+type Worker struct {
+	Pool   *pgxpool.Pool
+	Cat    *catalog.Catalog
+	Names  capture.Names
+	Logger *slog.Logger
+	Wake   <-chan struct{}
+	// PollInterval is how often the worker looks for work without a wake-up.
+	PollInterval time.Duration
+
+	lastMaintain time.Time
+}
+
+// Run works until ctx ends.
+func (w *Worker) Run(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		busy, err := w.Pass(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			w.Logger.Warn("staging pass failed", "error", err)
+			sleepCtx(ctx, backoff)
+			backoff = min(backoff*2, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		if busy {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+		case <-w.Wake:
+		case <-time.After(w.PollInterval):
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// Pass does one round of the worker's duties and reports whether there is
+// more to do right away.
+func (w *Worker) Pass(ctx context.Context) (bool, error) {
+	if err := w.installPending(ctx); err != nil {
+		return false, err
+	}
+	busy, err := w.buildStep(ctx)
+	if err != nil {
+		return false, err
+	}
+	if err := w.removeOrphans(ctx); err != nil {
+		return false, err
+	}
+	if time.Since(w.lastMaintain) >= MaintainEvery {
+		if err := w.maintainRing(ctx); err != nil {
+			return busy, err
+		}
+		w.lastMaintain = time.Now()
+	}
+	return busy, nil
+}
+
+func (w *Worker) sources(ctx context.Context, sql string) ([]capture.Source, error) {
+	rows, err := w.Pool.Query(ctx, w.Cat.SQL(sql))
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (capture.Source, error) {
+		var s capture.Source
+		err := r.Scan(&s.ID, &s.Schema, &s.Table, &s.KeyCols, &s.KeyTypes)
+		return s, err
+	})
+}
+
+func (w *Worker) installPending(ctx context.Context) error {
+	srcs, err := w.sources(ctx, sqlPendingSources)
+	if err != nil {
+		return fmt.Errorf("listing sources to capture: %w", err)
+	}
+	for _, s := range srcs {
+		err := capture.WithLock(ctx, w.Pool, func(attempt int, err error) {
+			w.Logger.Info("capture install waits for a lock on the source table", "table", s.Schema+"."+s.Table, "attempt", attempt)
+		}, func(tx pgx.Tx) error {
+			if err := w.Names.Install(ctx, tx, s); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, w.Cat.SQL(sqlMarkInstalled), s.ID)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		w.Logger.Info("capture installed", "table", s.Schema+"."+s.Table)
+	}
+	return nil
+}
+
+func (w *Worker) removeOrphans(ctx context.Context) error {
+	srcs, err := w.sources(ctx, sqlOrphanSources)
+	if err != nil {
+		return fmt.Errorf("listing sources no transform reads: %w", err)
+	}
+	for _, s := range srcs {
+		err := capture.WithLock(ctx, w.Pool, nil, func(tx pgx.Tx) error {
+			// Under the DDL lock, so a define cannot adopt the source meanwhile.
+			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", catalog.LockKey(w.Cat.Schema, "ddl")); err != nil {
+				return err
+			}
+			tag, err := tx.Exec(ctx, w.Cat.SQL(sqlDeleteSource), s.ID)
+			if err != nil || tag.RowsAffected() == 0 {
+				return err
+			}
+			return w.Names.Uninstall(ctx, tx, s)
+		})
+		if err != nil {
+			return err
+		}
+		w.Logger.Info("capture removed", "table", s.Schema+"."+s.Table)
+	}
+	return nil
+}
+
+// buildStep runs one build page of each transform that has a build to run.
+func (w *Worker) buildStep(ctx context.Context) (bool, error) {
+	rows, err := w.Pool.Query(ctx, w.Cat.SQL(sqlBuildable))
+	if err != nil {
+		return false, fmt.Errorf("listing builds: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return false, err
+	}
+	for _, id := range ids {
+		if err := w.buildPage(ctx, id); err != nil {
+			return false, err
+		}
+	}
+	return len(ids) > 0, nil
+}
+
+func (w *Worker) buildPage(ctx context.Context, id int) error {
+	return pgx.BeginFunc(ctx, w.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, sqlLockShared, catalog.LockKey(w.Cat.Schema, "ddl")); err != nil {
+			return err
+		}
+		t, err := w.Cat.TransformByID(ctx, tx, id, true)
+		if err != nil || t == nil {
+			return err
+		}
+		if t.State != catalog.StateWaiting && t.State != catalog.StateBackfilling {
+			return nil
+		}
+		pl := t.Plan()
+		first := t.State == catalog.StateWaiting || t.BuildCursor == nil
+		var lowerArgs []any
+		if !first {
+			for _, v := range t.BuildCursor {
+				lowerArgs = append(lowerArgs, v)
+			}
+		}
+		upper := make([]string, len(t.Spec.Source.KeyCols))
+		scan := make([]any, len(upper))
+		for i := range upper {
+			scan[i] = &upper[i]
+		}
+		last := false
+		err = tx.QueryRow(ctx, pl.BuildBound(first, BuildPageRows), lowerArgs...).Scan(scan...)
+		if errors.Is(err, pgx.ErrNoRows) {
+			last = true
+		} else if err != nil {
+			return fmt.Errorf("finding the next build page of %s: %w", t.Target, err)
+		}
+		locks := make([]int64, capture.Buckets)
+		for b := range locks {
+			locks[b] = drain.KeyLock(w.Cat.Schema, t.ID, b)
+		}
+		if _, err := tx.Exec(ctx, sqlKeyLocks, locks); err != nil {
+			return err
+		}
+		args := append([]any(nil), lowerArgs...)
+		if !last {
+			for _, v := range upper {
+				args = append(args, v)
+			}
+		}
+		var deleted, upserted int64
+		q := pl.BuildPage(!first, !last, t.BuildKind == "rebuild")
+		if err := tx.QueryRow(ctx, q, args...).Scan(&deleted, &upserted); err != nil {
+			return fmt.Errorf("building %s: %w", t.Target, err)
+		}
+		if last {
+			if _, err := tx.Exec(ctx, w.Cat.SQL(sqlBuildDone), t.ID, upserted); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, w.Cat.SQL(sqlColumnBuildsDone), t.ID); err != nil {
+				return err
+			}
+			w.Logger.Info("build finished; transform is live", "target", t.Target.String())
+			return nil
+		}
+		_, err = tx.Exec(ctx, w.Cat.SQL(sqlBuildProgress), t.ID, upper, upserted)
+		return err
+	})
+}
+
+// maintainRing rotates the current segment, reclaims drained segments and
+// prunes finished pages and cuts.
+func (w *Worker) maintainRing(ctx context.Context) error {
+	var cur, nsegs int
+	var age float64
+	if err := w.Pool.QueryRow(ctx, w.Cat.SQL(sqlRing)).Scan(&cur, &nsegs, &age); err != nil {
+		return fmt.Errorf("reading the ring: %w", err)
+	}
+	var frontierN int64
+	var frontier string
+	if err := w.Pool.QueryRow(ctx, w.Cat.SQL(sqlFrontier)).Scan(&frontierN, &frontier); err != nil {
+		return fmt.Errorf("reading the drained frontier: %w", err)
+	}
+	for seg := 0; seg < nsegs; seg++ {
+		if seg == cur {
+			continue
+		}
+		if err := w.reclaim(ctx, seg, frontier); err != nil {
+			return err
+		}
+	}
+	next := (cur + 1) % nsegs
+	if age >= RotateEvery.Seconds() {
+		segName := fmt.Sprintf("ledger_%d", cur)
+		nextName := fmt.Sprintf("ledger_%d", next)
+		var curRows, nextRows bool
+		if err := w.Pool.QueryRow(ctx, fmt.Sprintf(sqlSegmentHasRows, w.Cat.Q(), ident.Quote(segName))).Scan(&curRows); err != nil {
+			return err
+		}
+		if err := w.Pool.QueryRow(ctx, fmt.Sprintf(sqlSegmentHasRows, w.Cat.Q(), ident.Quote(nextName))).Scan(&nextRows); err != nil {
+			return err
+		}
+		if curRows && !nextRows {
+			if _, err := w.Pool.Exec(ctx, w.Cat.SQL(sqlRotate), next, cur); err != nil {
+				return fmt.Errorf("rotating the ledger: %w", err)
+			}
+		}
+	}
+	if _, err := w.Pool.Exec(ctx, w.Cat.SQL(sqlPrunePages), frontierN); err != nil {
+		return err
+	}
+	_, err := w.Pool.Exec(ctx, w.Cat.SQL(sqlPruneCuts), frontierN)
+	return err
+}
+
+// reclaim truncates a segment once every row in it is drained. It holds
+// the segment's lock only briefly and gives up at once if writers hold it.
+func (w *Worker) reclaim(ctx context.Context, seg int, frontier string) error {
+	name := ident.Quote(fmt.Sprintf("ledger_%d", seg))
+	var has bool
+	if err := w.Pool.QueryRow(ctx, fmt.Sprintf(sqlSegmentHasRows, w.Cat.Q(), name)).Scan(&has); err != nil || !has {
+		return err
+	}
+	err := pgx.BeginFunc(ctx, w.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = '%dms'", SegmentLockWait.Milliseconds())); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, fmt.Sprintf(sqlLockSegment, w.Cat.Q(), name)); err != nil {
+			return err
+		}
+		var cur, nsegs int
+		var age float64
+		if err := tx.QueryRow(ctx, w.Cat.SQL(sqlRing)).Scan(&cur, &nsegs, &age); err != nil || cur == seg {
+			return err
+		}
+		var undrained bool
+		if err := tx.QueryRow(ctx, fmt.Sprintf(sqlSegmentUndrained, w.Cat.Q(), name), frontier).Scan(&undrained); err != nil || undrained {
+			return err
+		}
+		_, err := tx.Exec(ctx, fmt.Sprintf(sqlTruncateSegment, w.Cat.Q(), name))
+		return err
+	})
+	if capture.IsLockTimeout(err) {
+		return nil
+	}
+	return err
+}

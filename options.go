@@ -1,0 +1,76 @@
+package trellis
+
+import (
+	"cmp"
+	"log/slog"
+	"time"
+)
+
+// CallTimeout bounds every call: past it the call returns a CodeTimeout
+// error and the work it started on the server is cancelled and rolled back.
+const CallTimeout = 30 * time.Second
+
+// Options configure Connect. Only URL is required; every other field works
+// from its zero value.
+type Options struct {
+	// URL is the database: a postgres:// URL or a libpq key=value string.
+	// TLS is configured in it (sslmode, sslrootcert, ...). Nothing is read
+	// from the environment.
+	URL string
+	// Schema is the catalog schema Trellis keeps its own tables in. Default
+	// "trellis". Not "public", not TargetSchema, not another instance's
+	// catalog or target schema.
+	Schema string
+	// TargetSchema is where a bare target name is created. Default "public".
+	TargetSchema string
+	// Staging runs this client's staging worker (capture, builds, ledger
+	// upkeep). Exactly one client per instance in a fleet sets it.
+	Staging bool
+	// DrainWorkers is the number of goroutines applying staged changes to
+	// targets. Default 0.
+	DrainWorkers int
+	// MaxConns caps each of the client's connection pools. Default 20.
+	MaxConns int32
+	// Logger receives the client's logs. Default slog.Default().
+	Logger *slog.Logger
+
+	// PollInterval is how often an idle worker looks for work when no
+	// notification woke it. Default 100ms.
+	PollInterval time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	o.Schema = cmp.Or(o.Schema, "trellis")
+	o.TargetSchema = cmp.Or(o.TargetSchema, "public")
+	o.MaxConns = cmp.Or(o.MaxConns, 20)
+	o.PollInterval = cmp.Or(o.PollInterval, 100*time.Millisecond)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	switch {
+	case o.URL == "":
+		return newError(CodeValidation, "Options.URL is required")
+	case o.DrainWorkers < 0:
+		return newError(CodeValidation, "Options.DrainWorkers must not be negative")
+	case o.MaxConns < 2:
+		return newError(CodeValidation, "Options.MaxConns must be at least 2")
+	case o.PollInterval < time.Millisecond:
+		return newError(CodeValidation, "Options.PollInterval must be at least 1ms")
+	}
+	return nil
+}
+
+// Config is the configuration a client connected with.
+type Config struct {
+	Schema       string
+	TargetSchema string
+	// MaxConns is the cap of the client's connection pool.
+	MaxConns int32
+	// AcquireTimeout is how long a call waits for a free connection at most
+	// (its own deadline).
+	AcquireTimeout time.Duration
+}

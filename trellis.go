@@ -1,0 +1,436 @@
+// Package trellis keeps derived tables inside an application's own
+// PostgreSQL up to date, incrementally, from one-line TRANSFORM statements:
+//
+//	TRANSFORM order_totals FROM orders SELECT price + tax AS total
+//
+// creates public.order_totals, fills it from orders, and from then on
+// applies every committed insert, update and delete of orders to it.
+//
+// A service connects a Client at boot and shares it. Background work runs in
+// the clients that ask for it: exactly one client of an instance sets
+// Options.Staging, and some set Options.DrainWorkers.
+package trellis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/trellis-pg/trellis/internal/capture"
+	"github.com/trellis-pg/trellis/internal/catalog"
+	"github.com/trellis-pg/trellis/internal/drain"
+	"github.com/trellis-pg/trellis/internal/engine"
+	"github.com/trellis-pg/trellis/internal/staging"
+)
+
+// Client is a connection to one Trellis instance (a catalog schema in one
+// database). It is safe for concurrent use; connect once and share it.
+type Client struct {
+	opts   Options
+	logger *slog.Logger
+	pool   *pgxpool.Pool // calls
+	work   *pgxpool.Pool // background workers; nil without any
+	eng    *engine.Engine
+	cat    *catalog.Catalog
+
+	closeCtx  context.Context
+	cancel    context.CancelFunc
+	closed    atomic.Bool
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+
+	stagingConn *pgx.Conn // holds the instance's staging lock
+	bus         *bus
+}
+
+func poolConfig(opts Options, name string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(opts.URL)
+	if err != nil {
+		return nil, newError(CodeValidation, "Options.URL cannot be parsed: %v", err)
+	}
+	cfg.MaxConns = opts.MaxConns
+	cfg.MinConns = 0
+	cfg.ConnConfig.RuntimeParams["application_name"] = name
+	// A cancelled context sends PostgreSQL a cancel request, so the server
+	// stops the work at once instead of finishing it for nobody.
+	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, CancelRequestDelay: 0, DeadlineDelay: 2 * time.Second}
+	}
+	return cfg, nil
+}
+
+// Connect connects to the database and starts the background work opts asks
+// for. It pings the database first, so a bad URL fails here.
+func Connect(ctx context.Context, opts Options) (*Client, error) {
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
+	if err := catalog.ValidateSchemas(opts.Schema, opts.TargetSchema); err != nil {
+		return nil, translate(ctx, "connecting", err)
+	}
+	cfg, err := poolConfig(opts, "trellis")
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, translate(ctx, "connecting", err)
+	}
+	var db string
+	if err := pool.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
+		pool.Close()
+		return nil, unavailable(ctx, err)
+	}
+	c := &Client{
+		opts:   opts,
+		logger: opts.Logger.With("trellis_instance", db+"/"+opts.Schema),
+		pool:   pool,
+		cat:    catalog.New(opts.Schema),
+	}
+	c.closeCtx, c.cancel = context.WithCancel(context.Background())
+	names := capture.Names{Catalog: opts.Schema}
+	c.eng = &engine.Engine{Pool: pool, Cat: c.cat, Names: names, TargetSchema: opts.TargetSchema,
+		Drain: &drain.Engine{Pool: pool, Cat: c.cat, Logger: c.logger, PollInterval: opts.PollInterval}}
+	if opts.Staging || opts.DrainWorkers > 0 {
+		if err := c.startWorkers(ctx, names); err != nil {
+			c.Close()
+			return nil, translate(ctx, "starting the background workers", err)
+		}
+	}
+	return c, nil
+}
+
+func unavailable(ctx context.Context, err error) error {
+	t := translate(ctx, "connecting", err)
+	var te *Error
+	if errors.As(t, &te) && te.Code == CodeInternal {
+		te.Code = CodeUnavailable
+	}
+	return t
+}
+
+func (c *Client) startWorkers(ctx context.Context, names capture.Names) error {
+	conn, err := c.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	err = catalog.Check(ctx, conn.Conn(), c.opts.Schema)
+	conn.Release()
+	if err != nil {
+		return err
+	}
+	cfg, err := poolConfig(c.opts, "trellis worker")
+	if err != nil {
+		return err
+	}
+	if c.work, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		return err
+	}
+	if c.opts.Staging {
+		c.stagingConn, err = pgx.ConnectConfig(ctx, cfg.ConnConfig)
+		if err != nil {
+			return err
+		}
+		var ok bool
+		if err := c.stagingConn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", catalog.LockKey(c.opts.Schema, "staging")).Scan(&ok); err != nil {
+			return err
+		}
+		if !ok {
+			return newError(CodeConflict, "another staging worker is live for the instance in schema %q: exactly one client per instance sets Staging", c.opts.Schema)
+		}
+	}
+	c.bus = newBus(cfg.ConnConfig, names, c.opts, c.logger)
+	if err := c.bus.connect(ctx); err != nil {
+		return err
+	}
+	c.wg.Add(1)
+	go func() { defer c.wg.Done(); c.bus.run(c.closeCtx) }()
+
+	if c.opts.Staging {
+		w := &staging.Worker{Pool: c.work, Cat: c.cat, Names: names, Logger: c.logger.With("service", "staging"),
+			Wake: c.bus.staging, PollInterval: max(c.opts.PollInterval, 250*time.Millisecond)}
+		c.wg.Add(1)
+		go func() { defer c.wg.Done(); c.runStaging(w) }()
+	}
+	de := &drain.Engine{Pool: c.work, Cat: c.cat, Logger: c.logger.With("service", "drain"), PollInterval: c.opts.PollInterval}
+	for i := 0; i < c.opts.DrainWorkers; i++ {
+		w := de.NewWorker(i, c.bus.subscribe())
+		c.wg.Add(1)
+		go func() { defer c.wg.Done(); w.Run(c.closeCtx) }()
+	}
+	return nil
+}
+
+// runStaging runs the staging worker while its lock connection lives. If
+// that connection is lost, the lock is gone with it: the worker stops
+// working and tries to take the lock again, so two never run at once.
+func (c *Client) runStaging(w *staging.Worker) {
+	ctx := c.closeCtx
+	for ctx.Err() == nil {
+		wctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); w.Run(wctx) }()
+		// Watch the lock connection.
+		for wctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+				pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+				err := c.stagingConn.Ping(pctx)
+				pcancel()
+				if err != nil && ctx.Err() == nil {
+					c.logger.Error("the staging worker lost its lock connection; stopping until it holds the lock again", "error", err)
+					stop()
+				}
+			}
+		}
+		stop()
+		<-done
+		if ctx.Err() != nil {
+			return
+		}
+		for ctx.Err() == nil && !c.retakeStagingLock(ctx) {
+			select {
+			case <-ctx.Done():
+			case <-time.After(2 * time.Second):
+			}
+		}
+	}
+}
+
+func (c *Client) retakeStagingLock(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_ = c.stagingConn.Close(ctx)
+	conn, err := pgx.ConnectConfig(ctx, c.work.Config().ConnConfig)
+	if err != nil {
+		return false
+	}
+	var ok bool
+	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", catalog.LockKey(c.opts.Schema, "staging")).Scan(&ok); err != nil || !ok {
+		_ = conn.Close(ctx)
+		return false
+	}
+	c.stagingConn = conn
+	c.logger.Info("the staging worker holds its lock again")
+	return true
+}
+
+// Close cancels the calls in flight (they return a CodeValidation error),
+// stops the background workers and waits for them, and closes the pools.
+// A second Close returns nil.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		c.closed.Store(true)
+		c.cancel()
+		c.wg.Wait()
+		if c.stagingConn != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = c.stagingConn.Close(ctx)
+			cancel()
+		}
+		if c.work != nil {
+			c.work.Close()
+		}
+		c.pool.Close()
+	})
+	return nil
+}
+
+// call runs fn with the call deadline, cancelled by Close, and turns any
+// error into a *Error.
+func (c *Client) call(ctx context.Context, op string, fn func(ctx context.Context) error) error {
+	if c.closed.Load() {
+		return errClosed
+	}
+	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
+	stop := context.AfterFunc(c.closeCtx, cancel)
+	defer stop()
+	err := fn(ctx)
+	if err == nil {
+		return nil
+	}
+	if c.closed.Load() {
+		return errClosed
+	}
+	return translate(ctx, op, err)
+}
+
+// Config returns the configuration the client connected with.
+func (c *Client) Config() Config {
+	return Config{Schema: c.opts.Schema, TargetSchema: c.opts.TargetSchema, MaxConns: c.opts.MaxConns, AcquireTimeout: CallTimeout}
+}
+
+// Migrate creates or upgrades Trellis's catalog in the configured schema.
+// It is idempotent and safe on every boot: a fleet booting at once migrates
+// once, under an advisory lock.
+func (c *Client) Migrate(ctx context.Context) error {
+	return c.call(ctx, "migrating the catalog", func(ctx context.Context) error {
+		return catalog.Migrate(ctx, c.pool, c.opts.Schema, c.opts.TargetSchema)
+	})
+}
+
+// Apply runs one statement of Trellis's grammar (TRANSFORM, PAUSE
+// TRANSFORM, RESUME TRANSFORM, DROP TRANSFORM, ALTER TRANSFORM) on the
+// client's own connections, and reports what it did. A statement that does
+// not parse is a CodeParse error and applies nothing.
+func (c *Client) Apply(ctx context.Context, statement string) (Applied, error) {
+	var res engine.Result
+	err := c.call(ctx, "applying a statement", func(ctx context.Context) error {
+		var err error
+		res, err = c.eng.Apply(ctx, statement, false)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	switch res.Kind {
+	case "defined":
+		return TransformDefined{Target: res.Target}, nil
+	case "paused":
+		return Paused{Addresses: res.Addresses}, nil
+	case "resumed":
+		return Resumed{Addresses: res.Addresses}, nil
+	case "dropped":
+		return Dropped{Target: res.Target}, nil
+	case "altered":
+		return Altered{Target: res.Target}, nil
+	}
+	return nil, newError(CodeInternal, "statement applied with an unknown result %q", res.Kind)
+}
+
+// Define registers a TRANSFORM statement and creates its target table, and
+// returns the qualified target ("schema.table"). The transform starts at
+// StateWaitingToBackfill; poll Status for StateLive. Any other statement
+// form is refused with CodeValidation before anything is applied.
+func (c *Client) Define(ctx context.Context, statement string) (string, error) {
+	var res engine.Result
+	err := c.call(ctx, "defining a transform", func(ctx context.Context) error {
+		var err error
+		res, err = c.eng.Apply(ctx, statement, true)
+		return err
+	})
+	return res.Target, err
+}
+
+// Status reports the transform that writes target ("order_totals" or
+// "public.order_totals"); nil, nil when no transform does.
+func (c *Client) Status(ctx context.Context, target string) (*Status, error) {
+	var st *Status
+	err := c.call(ctx, "reading a status", func(ctx context.Context) error {
+		info, err := c.eng.Status(ctx, target)
+		if err != nil || info == nil {
+			return err
+		}
+		t := info.Transform
+		st = &Status{
+			Target:             t.Target.String(),
+			State:              State(t.State),
+			Since:              t.StateSince.UTC().Truncate(time.Microsecond),
+			Statement:          t.Statement,
+			PausedReason:       t.PausedReason,
+			BackfillingColumns: info.BackfillingColumns,
+			BuildRows:          t.BuildRows,
+		}
+		if d := info.DrainFailure; d != nil {
+			st.DrainFailure = &DrainFailure{SegSeq: d.SegSeq, Tables: d.Tables, Error: d.Error, SQLState: d.SQLState,
+				Since: d.Since, LastSeen: d.LastSeen, Attempts: d.Attempts}
+		}
+		return nil
+	})
+	return st, err
+}
+
+// Definitions lists every registered transform, oldest first.
+func (c *Client) Definitions(ctx context.Context) ([]DefinitionSummary, error) {
+	var out []DefinitionSummary
+	err := c.call(ctx, "listing definitions", func(ctx context.Context) error {
+		ts, _, err := c.cat.Transforms(ctx, c.pool)
+		if err != nil {
+			return err
+		}
+		out = make([]DefinitionSummary, 0, len(ts))
+		for _, t := range ts {
+			out = append(out, DefinitionSummary{
+				Target: t.Target.String(), Statement: t.Statement, State: State(t.State),
+				Since: t.StateSince, CreatedAt: t.CreatedAt,
+				Sources: []string{t.Spec.Source.Schema + "." + t.Spec.Source.Table},
+			})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// HasLiveStagingWorker reports whether the instance's staging worker is
+// alive anywhere in the fleet.
+func (c *Client) HasLiveStagingWorker(ctx context.Context) (bool, error) {
+	var ok bool
+	err := c.call(ctx, "checking for a staging worker", func(ctx context.Context) error {
+		var err error
+		ok, err = c.eng.LockHeld(ctx, catalog.LockKey(c.opts.Schema, "staging"))
+		return err
+	})
+	return ok, err
+}
+
+// HasLiveDrainWorkers reports whether at least one drain worker of the
+// instance is alive anywhere in the fleet.
+func (c *Client) HasLiveDrainWorkers(ctx context.Context) (bool, error) {
+	var ok bool
+	err := c.call(ctx, "checking for drain workers", func(ctx context.Context) error {
+		var err error
+		ok, err = c.eng.LockHeld(ctx, catalog.LockKey(c.opts.Schema, "drain"))
+		return err
+	})
+	return ok, err
+}
+
+// WatermarkToken returns a token covering every write committed before the
+// call. Pass it to AwaitConverged, in this process or another.
+func (c *Client) WatermarkToken(ctx context.Context) (Watermark, error) {
+	var w Watermark
+	err := c.call(ctx, "taking a watermark", func(ctx context.Context) error {
+		s, err := c.eng.Snapshot(ctx)
+		w = Watermark{snap: s}
+		return err
+	})
+	return w, err
+}
+
+// AwaitConverged waits until every change committed in token has reached
+// its targets (and the targets of transforms reading them), or timeout
+// passes: then it returns a CodeTimeout error; call again to wait longer.
+// A call never waits past CallTimeout. It waits for captured changes only:
+// a transform that is not live yet may still miss rows.
+func (c *Client) AwaitConverged(ctx context.Context, token Watermark, timeout time.Duration) error {
+	if token.IsZero() {
+		return newError(CodeValidation, "AwaitConverged needs a token from WatermarkToken")
+	}
+	return c.call(ctx, "waiting for convergence", func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		err := c.eng.AwaitConverged(ctx, token.snap, nil)
+		if err != nil && ctx.Err() != nil {
+			return newError(CodeTimeout, "changes up to the watermark did not all reach their targets within %s", timeout)
+		}
+		return err
+	})
+}
+
+func (c *Client) String() string {
+	return fmt.Sprintf("trellis.Client(%s)", c.opts.Schema)
+}
