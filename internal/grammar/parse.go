@@ -305,7 +305,8 @@ func (p *stmtParser) span() (int, *Error) {
 			}
 			open = open[:len(open)-1]
 		default:
-			if len(open) == 0 && p.clauseStart(i) {
+			// The word after AS is always a name (`expr AS where` is fine).
+			if len(open) == 0 && !(i > p.pos && p.toks[i-1].word == "as") && p.clauseStart(i) {
 				p.pos = i
 				return i, nil
 			}
