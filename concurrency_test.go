@@ -1,0 +1,223 @@
+package trellis_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/trellis-pg/trellis"
+)
+
+// shapes are the definitions the concurrency tests maintain, with the
+// fresh recompute each target must equal.
+var shapes = []struct{ stmt, target, recompute string }{
+	{"TRANSFORM even_items FROM items SELECT v * 2 AS doubled, note AS note WHERE v % 2 = 0", "even_items",
+		"SELECT id, v * 2 AS doubled, note FROM items WHERE v % 2 = 0"},
+	{"TRANSFORM item_notes FROM items i SELECT upper(i.note) AS loud, i.v AS v", "item_notes",
+		"SELECT id, upper(note) AS loud, v FROM items"},
+	{"TRANSFORM even_items_big FROM even_items SELECT doubled + 1 AS plus_one WHERE doubled > 50", "even_items_big",
+		"SELECT id, doubled + 1 AS plus_one FROM (SELECT id, v * 2 AS doubled FROM items WHERE v % 2 = 0) s WHERE doubled > 50"},
+	{"TRANSFORM pair_sums FROM pairs SELECT a::text || b AS s, label AS label", "pair_sums",
+		"SELECT a, b, a::text || b AS s, label FROM pairs"},
+}
+
+func createShapeSources(e *env) {
+	e.exec(`CREATE TABLE items (id bigint PRIMARY KEY, v int NOT NULL, note text)`)
+	e.exec(`INSERT INTO items SELECT g, g % 100, 'n' || g FROM generate_series(1, 2000) g`)
+	e.exec(`CREATE TABLE pairs (a int, b text, label text, PRIMARY KEY (a, b))`)
+	e.exec(`INSERT INTO pairs SELECT g % 50, 'k' || (g / 50), 'l' || g FROM generate_series(1, 1000) g ON CONFLICT DO NOTHING`)
+}
+
+// writeRandomly runs random inserts, updates (including key changes),
+// deletes, multi-statement transactions and rollbacks until stop closes.
+func writeRandomly(ctx context.Context, pool *pgxpool.Pool, seed uint64, stop <-chan struct{}, writes *atomic.Int64) error {
+	r := rand.New(rand.NewPCG(seed, seed*7+1))
+	for {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			for n := 1 + r.IntN(4); n > 0; n-- {
+				id := r.Int64N(3000) + 1
+				var q string
+				var args []any
+				switch r.IntN(9) {
+				case 0, 1:
+					q, args = `INSERT INTO items VALUES ($1, $2, $3) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v`, []any{id, r.IntN(100), fmt.Sprint("w", r.IntN(10))}
+				case 2, 3:
+					q, args = `UPDATE items SET v = v + 1 WHERE id = $1`, []any{id}
+				case 4:
+					q, args = `UPDATE items SET id = $2 WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM items WHERE id = $2)`, []any{id, r.Int64N(3000) + 1}
+				case 5:
+					q, args = `DELETE FROM items WHERE id = $1`, []any{id}
+				case 6:
+					q, args = `UPDATE items SET note = NULL WHERE id BETWEEN $1 AND $1 + 20`, []any{id}
+				case 7:
+					q, args = `INSERT INTO pairs VALUES ($1, $2, 'x') ON CONFLICT (a, b) DO UPDATE SET label = pairs.label || '+'`, []any{r.IntN(60), fmt.Sprint("k", r.IntN(30))}
+				case 8:
+					q, args = `UPDATE pairs SET a = a + 100 WHERE a = $1 AND b = $2 AND NOT EXISTS (SELECT 1 FROM pairs WHERE a = $1 + 100 AND b = $2)`, []any{r.IntN(60), fmt.Sprint("k", r.IntN(30))}
+				}
+				if _, err := tx.Exec(ctx, q, args...); err != nil {
+					return err
+				}
+			}
+			if r.IntN(10) == 0 {
+				time.Sleep(time.Duration(r.IntN(20)) * time.Millisecond) // a slow transaction, committing late
+			}
+			if r.IntN(15) == 0 {
+				return errRollback
+			}
+			return nil
+		})
+		if err != nil && err != errRollback && ctx.Err() == nil {
+			// Concurrent key changes can collide or deadlock; those
+			// transactions roll back like any application's would.
+			if !isExpectedWriteConflict(err) {
+				return err
+			}
+		}
+		writes.Add(1)
+	}
+}
+
+var errRollback = fmt.Errorf("deliberate rollback")
+
+func isExpectedWriteConflict(err error) bool {
+	s := err.Error()
+	for _, code := range []string{"23505", "40P01", "40001"} {
+		if contains(s, code) {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
+
+func defineShapes(e *env, c *trellis.Client) {
+	e.t.Helper()
+	for _, s := range shapes {
+		_, err := c.Define(e.ctx, s.stmt)
+		require.NoError(e.t, err, s.stmt)
+	}
+	for _, s := range shapes {
+		e.waitState(c, s.target, trellis.StateLive)
+	}
+}
+
+func TestConcurrentWritesConverge(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	createShapeSources(e)
+	staging := e.engine()
+	// A second process of the fleet with its own drain workers.
+	e.connect(trellis.Options{DrainWorkers: 2})
+	defineShapes(e, staging)
+
+	stop := make(chan struct{})
+	var writes atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- writeRandomly(e.ctx, e.db, uint64(i+1), stop, &writes)
+		}()
+	}
+	time.Sleep(4 * time.Second)
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Greater(t, writes.Load(), int64(100))
+	e.converge(staging)
+	for _, s := range shapes {
+		e.assertMatches(s.target, s.recompute)
+		st, err := staging.Status(e.ctx, s.target)
+		require.NoError(t, err)
+		require.Equal(t, trellis.StateLive, st.State)
+		require.Nil(t, st.DrainFailure)
+	}
+	t.Logf("%d write transactions", writes.Load())
+}
+
+func TestCrashesLoseNothing(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	createShapeSources(e)
+	e.exec(`CREATE TABLE big (id bigint PRIMARY KEY, v int)`)
+	e.exec(`INSERT INTO big SELECT g, g % 1000 FROM generate_series(1, 150000) g`)
+	m := e.connect(trellis.Options{})
+	require.NoError(t, m.Migrate(e.ctx))
+
+	// The staging worker dies mid-backfill, the way a process does: its
+	// connections are cut, then the client is abandoned.
+	opts := trellis.Options{URL: e.url, Logger: quietLogger(), Staging: true, DrainWorkers: 1, PollInterval: 20 * time.Millisecond}
+	first, err := trellis.Connect(e.ctx, opts)
+	require.NoError(t, err)
+	_, err = first.Define(e.ctx, "TRANSFORM big_copy FROM big SELECT v + 1 AS w")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return e.rows(`SELECT build_rows > 0 FROM trellis.transforms`)[0][0] == "true"
+	}, 30*time.Second, 5*time.Millisecond)
+	e.exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'trellis%' AND pid <> pg_backend_pid()`)
+	require.NoError(t, first.Close())
+	st := e.rows(`SELECT state, build_cursor IS NOT NULL, build_rows FROM trellis.transforms`)[0]
+	if st[0] == "backfilling" {
+		require.Equal(t, "true", st[1], "a build in progress keeps its cursor")
+	}
+	e.exec(`UPDATE big SET v = v + 7 WHERE id % 1000 = 0`)
+	e.exec(`DELETE FROM big WHERE id % 777 = 0`)
+
+	second := e.connect(trellis.Options{Staging: true, DrainWorkers: 2})
+	status := e.waitState(second, "big_copy", trellis.StateLive)
+	// The build resumed where it stopped: it wrote each row once.
+	var n int64
+	require.NoError(t, e.db.QueryRow(e.ctx, `SELECT count(*) FROM big`).Scan(&n))
+	require.LessOrEqual(t, status.BuildRows, int64(150000))
+	e.converge(second)
+	e.assertMatches("big_copy", "SELECT id, v + 1 AS w FROM big")
+
+	// Drain workers' connections are killed mid-page, repeatedly, under writes.
+	defineShapes(e, second)
+	stop := make(chan struct{})
+	var writes atomic.Int64
+	var wg sync.WaitGroup
+	for i := 0; i < 3; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			require.NoError(t, writeRandomly(e.ctx, e.db, uint64(100+i), stop, &writes))
+		}()
+	}
+	for i := 0; i < 8; i++ {
+		time.Sleep(300 * time.Millisecond)
+		e.exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'trellis worker' AND pid <> pg_backend_pid()`)
+	}
+	close(stop)
+	wg.Wait()
+	e.converge(second)
+	for _, s := range shapes {
+		e.assertMatches(s.target, s.recompute)
+	}
+}
