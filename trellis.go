@@ -29,6 +29,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/drain"
 	"github.com/trellis-pg/trellis/internal/engine"
+	"github.com/trellis-pg/trellis/internal/logq"
 	"github.com/trellis-pg/trellis/internal/staging"
 )
 
@@ -36,6 +37,7 @@ import (
 // database). It is safe for concurrent use; connect once and share it.
 type Client struct {
 	opts   Options
+	logs   *logq.Queue // never lets logging block the engine
 	logger *slog.Logger
 	pool   *pgxpool.Pool // calls
 	work   *pgxpool.Pool // background workers; nil without any
@@ -93,9 +95,11 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		pool.Close()
 		return nil, unavailable(ctx, err)
 	}
+	logs := logq.New(1024)
 	c := &Client{
 		opts:   opts,
-		logger: opts.Logger.With("trellis_instance", db+"/"+opts.Schema),
+		logs:   logs,
+		logger: slog.New(logs.Handler(opts.Logger.Handler())).With("trellis_instance", db+"/"+opts.Schema),
 		pool:   pool,
 		cat:    catalog.New(opts.Schema),
 	}
@@ -245,6 +249,7 @@ func (c *Client) Close() error {
 			c.work.Close()
 		}
 		c.pool.Close()
+		c.logs.Close()
 	})
 	return nil
 }
