@@ -76,7 +76,10 @@ func (b *bus) connect(ctx context.Context) error {
 func (b *bus) run(ctx context.Context) {
 	defer func() {
 		if b.conn != nil {
+			// Release the liveness lock before disconnecting, so the fleet
+			// sees this worker gone as soon as Close returns.
 			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, _ = b.conn.Exec(cctx, "SELECT pg_advisory_unlock_all()")
 			_ = b.conn.Close(cctx)
 			cancel()
 		}

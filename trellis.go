@@ -242,6 +242,7 @@ func (c *Client) Close() error {
 		c.wg.Wait()
 		if c.stagingConn != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, _ = c.stagingConn.Exec(ctx, "SELECT pg_advisory_unlock_all()")
 			_ = c.stagingConn.Close(ctx)
 			cancel()
 		}
