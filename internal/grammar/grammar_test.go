@@ -206,6 +206,13 @@ func TestParseTransformVariants(t *testing.T) {
 			require.True(t, tr.WithoutSourceIndex)
 			require.Equal(t, "b", tr.Where)
 		}},
+		{"LEFT and RIGHT as functions", "TRANSFORM t FROM a LEFT JOIN b ON a.id = b.id SELECT left(a.name, 3) AS l, right(b.name, 2) AS r WHERE left(a.code, 1) = 'x'", func(t *testing.T, tr *Transform) {
+			require.Len(t, tr.Joins, 1)
+			require.Equal(t, `"left"(a.name, 3)`, tr.Select[0].Expr)
+			require.Equal(t, `"right"(b.name, 2)`, tr.Select[1].Expr)
+			require.Equal(t, `"left"(a.code, 1) = 'x'`, tr.Where)
+			require.Equal(t, []string{"left", "right"}, tr.Functions)
+		}},
 		{"63-byte identifier", "TRANSFORM t FROM s SELECT a AS " + strings.Repeat("x", 63), func(t *testing.T, tr *Transform) {
 			require.Equal(t, strings.Repeat("x", 63), tr.Select[0].Name)
 		}},
@@ -296,6 +303,8 @@ func TestParseErrors(t *testing.T) {
 		{"RIGHT JOIN", "TRANSFORM t FROM a RIGHT JOIN b ON a.x = b.x SELECT a.x AS x", Syntax, 1, 20, "RIGHT", "only INNER and LEFT joins"},
 		{"JOIN without ON", "TRANSFORM t FROM a JOIN b SELECT a.x AS x", Syntax, 1, 27, "SELECT", "expected ON"},
 		{"ON without condition", "TRANSFORM t FROM a JOIN b ON SELECT a.x AS x", Syntax, 1, 30, "SELECT", "expected a join condition"},
+		{"NATURAL JOIN", "TRANSFORM t FROM a NATURAL JOIN b SELECT a.x AS x", Syntax, 1, 20, "NATURAL", "only INNER and LEFT joins"},
+		{"FULL OUTER JOIN after a join", "TRANSFORM t FROM a JOIN b ON a.x = b.x FULL OUTER JOIN c ON c.x = a.x SELECT a.x AS x", Syntax, 1, 40, "FULL", "only INNER and LEFT joins"},
 		{"reserved word as table", "TRANSFORM select FROM s SELECT a AS b", Syntax, 1, 11, "select", "reserved word"},
 		{"too many name parts", "DROP TRANSFORM a.b.c", Syntax, 1, 19, ".", "too many dotted parts"},
 		{"too many address parts", "PAUSE TRANSFORM a.b.c.d", Syntax, 1, 22, ".", "too many dotted parts"},

@@ -272,14 +272,22 @@ func (p *stmtParser) alter() (Statement, *Error) {
 // skeleton; SQL parts end there (at parenthesis depth 0).
 func (p *stmtParser) clauseStart(i int) bool {
 	switch p.toks[i].word {
-	case "where", "select", "join", "natural":
+	case "where", "select":
 		return true
+	case "join":
+		return !p.isKind(i+1, pg.Token_ASCII_40) // join(...) would be a function call
 	case "group":
 		return p.is(i+1, "by")
 	case "without":
 		return p.is(i+1, "source") && p.is(i+2, "index")
 	case "inner", "cross":
 		return p.is(i+1, "join")
+	case "natural":
+		for _, w := range []string{"join", "inner", "left", "right", "full"} {
+			if p.is(i+1, w) {
+				return true
+			}
+		}
 	case "left", "right", "full":
 		return p.is(i+1, "join") || p.is(i+1, "outer")
 	}
