@@ -30,6 +30,15 @@ type Source struct {
 	Table    string
 	KeyCols  []string
 	KeyTypes []string
+	// CapCols are the columns whose old values are recorded on updates and
+	// deletes (GROUP BY and JOIN readers need them).
+	CapCols []string
+	// Partitioned sources are captured by row-level triggers, which
+	// PostgreSQL clones onto every partition, present and future.
+	Partitioned bool
+	// Partitions are the leaf partitions of a partitioned source, which get
+	// a TRUNCATE trigger each.
+	Partitions []string
 }
 
 // Names are the per-instance names of capture objects.
@@ -57,26 +66,25 @@ func (n Names) Function(src int) string { return fmt.Sprintf("capture_%d", src) 
 func (n Names) Trigger(op string) string { return "trellis_" + n.tag() + "_" + op }
 
 // Ops are the trigger operations capture installs.
-var Ops = []string{"ins", "upd", "del", "trunc"}
+var Ops = []string{"ins", "upd", "del", "row", "trunc"}
 
 // FunctionSQL is the CREATE OR REPLACE FUNCTION of a source's capture
 // function. It only appends to the ledger: no shared row is updated, so
-// writers of the table never serialise on Trellis.
+// writers of the table never serialise on Trellis. Its settings pin how
+// values render as text, so a key looks the same from every session.
 func (n Names) FunctionSQL(s Source) string {
 	cat := ident.Quote(n.Catalog)
-	keyOf := func(alias string) string {
-		parts := make([]string, len(s.KeyCols))
-		for i, k := range s.KeyCols {
+	render := func(alias string, cols []string) string {
+		if len(cols) == 0 {
+			return "NULL::text[]"
+		}
+		parts := make([]string, len(cols))
+		for i, k := range cols {
 			parts[i] = alias + "." + ident.Quote(k) + "::text"
 		}
 		return "ARRAY[" + strings.Join(parts, ", ") + "]"
 	}
-	ins := func(rows string) string {
-		return fmt.Sprintf(`INSERT INTO %s.ledger (seg, src, bucket, key)
-      SELECT r.cur, %d, hashtext(c.key::text) & %d, c.key FROM %s.ring r, (%s) AS c(key);`,
-			cat, s.ID, Buckets-1, cat, rows)
-	}
-	return fmt.Sprintf(`CREATE OR REPLACE FUNCTION %s.%s() RETURNS trigger
+	head := fmt.Sprintf(`CREATE OR REPLACE FUNCTION %s.%s() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET "TimeZone" = 'UTC'
@@ -87,39 +95,85 @@ AS $trellis$
 DECLARE
   n bigint;
 BEGIN
-  IF TG_OP = 'INSERT' THEN
+`, cat, ident.Quote(n.Function(s.ID)))
+	notify := fmt.Sprintf(`  GET DIAGNOSTICS n = ROW_COUNT;
+  IF n > 0 THEN
+    PERFORM pg_notify(%s, '');
+  END IF;
+  RETURN NULL;
+END
+$trellis$`, ident.Literal(n.Channel()))
+	truncate := fmt.Sprintf("INSERT INTO %s.ledger (seg, src, bucket, key) SELECT r.cur, %d, 0, NULL FROM %s.ring r;", cat, s.ID, cat)
+	if s.Partitioned {
+		row := func(rec, vals string) string {
+			return fmt.Sprintf(`INSERT INTO %s.ledger (seg, src, bucket, key, vals)
+      SELECT r.cur, %d, hashtext(c.key::text) & %d, c.key, %s FROM %s.ring r, (SELECT %s) AS c(key);`,
+				cat, s.ID, Buckets-1, vals, cat, render(rec, s.KeyCols))
+		}
+		return head + fmt.Sprintf(`  IF TG_OP = 'INSERT' THEN
+    %s
+  ELSIF TG_OP = 'UPDATE' THEN
+    %s
+    %s
+  ELSIF TG_OP = 'DELETE' THEN
+    %s
+  ELSE
+    %s
+  END IF;
+`, row("NEW", "NULL::text[]"), row("NEW", "NULL::text[]"), row("OLD", render("OLD", s.CapCols)), row("OLD", render("OLD", s.CapCols)), truncate) + notify
+	}
+	ins := func(rows string) string {
+		return fmt.Sprintf(`INSERT INTO %s.ledger (seg, src, bucket, key, vals)
+      SELECT r.cur, %d, hashtext(c.key::text) & %d, c.key, c.vals FROM %s.ring r, (%s) AS c(key, vals);`,
+			cat, s.ID, Buckets-1, cat, rows)
+	}
+	newRows := "SELECT " + render("nw", s.KeyCols) + ", NULL::text[] FROM trellis_new nw"
+	oldRows := "SELECT " + render("od", s.KeyCols) + ", " + render("od", s.CapCols) + " FROM trellis_old od"
+	return head + fmt.Sprintf(`  IF TG_OP = 'INSERT' THEN
     %s
   ELSIF TG_OP = 'UPDATE' THEN
     %s
   ELSIF TG_OP = 'DELETE' THEN
     %s
   ELSE
-    INSERT INTO %s.ledger (seg, src, bucket, key) SELECT r.cur, %d, 0, NULL FROM %s.ring r;
+    %s
   END IF;
-  GET DIAGNOSTICS n = ROW_COUNT;
-  IF n > 0 THEN
-    PERFORM pg_notify(%s, '');
-  END IF;
-  RETURN NULL;
-END
-$trellis$`,
-		cat, ident.Quote(n.Function(s.ID)),
-		ins("SELECT "+keyOf("nw")+" FROM trellis_new nw"),
-		ins("SELECT "+keyOf("nw")+" FROM trellis_new nw UNION SELECT "+keyOf("od")+" FROM trellis_old od"),
-		ins("SELECT "+keyOf("od")+" FROM trellis_old od"),
-		cat, s.ID, cat,
-		ident.Literal(n.Channel()))
+`, ins(newRows), ins(newRows+" UNION "+oldRows), ins(oldRows), truncate) + notify
 }
 
-// TriggersSQL creates the four capture triggers of a source.
+// TriggersSQL creates the capture triggers of a source: statement-level
+// triggers with transition tables for a plain table; for a partitioned one,
+// a row-level trigger PostgreSQL clones onto every partition, and TRUNCATE
+// triggers on the parent and each leaf.
 func (n Names) TriggersSQL(s Source) []string {
 	tbl := ident.Qualified(s.Schema, s.Table)
 	fn := ident.Quote(n.Catalog) + "." + ident.Quote(n.Function(s.ID))
+	trunc := fmt.Sprintf("CREATE TRIGGER %s AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION %s()", ident.Quote(n.Trigger("trunc")), tbl, fn)
+	if s.Partitioned {
+		out := []string{
+			fmt.Sprintf("CREATE TRIGGER %s AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION %s()", ident.Quote(n.Trigger("row")), tbl, fn),
+			trunc,
+		}
+		for _, p := range s.Partitions {
+			out = append(out, n.PartitionTruncateSQL(s, p)...)
+		}
+		return out
+	}
 	return []string{
 		fmt.Sprintf("CREATE TRIGGER %s AFTER INSERT ON %s REFERENCING NEW TABLE AS trellis_new FOR EACH STATEMENT EXECUTE FUNCTION %s()", ident.Quote(n.Trigger("ins")), tbl, fn),
 		fmt.Sprintf("CREATE TRIGGER %s AFTER UPDATE ON %s REFERENCING OLD TABLE AS trellis_old NEW TABLE AS trellis_new FOR EACH STATEMENT EXECUTE FUNCTION %s()", ident.Quote(n.Trigger("upd")), tbl, fn),
 		fmt.Sprintf("CREATE TRIGGER %s AFTER DELETE ON %s REFERENCING OLD TABLE AS trellis_old FOR EACH STATEMENT EXECUTE FUNCTION %s()", ident.Quote(n.Trigger("del")), tbl, fn),
-		fmt.Sprintf("CREATE TRIGGER %s AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION %s()", ident.Quote(n.Trigger("trunc")), tbl, fn),
+		trunc,
+	}
+}
+
+// PartitionTruncateSQL (re)creates the TRUNCATE trigger of one leaf
+// partition (given as schema.table, quoted) of a partitioned source.
+func (n Names) PartitionTruncateSQL(s Source, partition string) []string {
+	fn := ident.Quote(n.Catalog) + "." + ident.Quote(n.Function(s.ID))
+	return []string{
+		fmt.Sprintf("DROP TRIGGER IF EXISTS %s ON %s", ident.Quote(n.Trigger("trunc")), partition),
+		fmt.Sprintf("CREATE TRIGGER %s AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION %s()", ident.Quote(n.Trigger("trunc")), partition, fn),
 	}
 }
 
@@ -130,7 +184,8 @@ func (n Names) DropSQL(s Source) []string {
 	for _, op := range Ops {
 		out = append(out, fmt.Sprintf("DROP TRIGGER IF EXISTS %s ON %s", ident.Quote(n.Trigger(op)), tbl))
 	}
-	return append(out, fmt.Sprintf("DROP FUNCTION IF EXISTS %s.%s()", ident.Quote(n.Catalog), ident.Quote(n.Function(s.ID))))
+	// CASCADE takes the TRUNCATE triggers of partitions along.
+	return append(out, fmt.Sprintf("DROP FUNCTION IF EXISTS %s.%s() CASCADE", ident.Quote(n.Catalog), ident.Quote(n.Function(s.ID))))
 }
 
 // Waiting reports one failed attempt to take a source's lock: the caller

@@ -42,6 +42,6 @@ SELECT t.id, t.target_schema, t.target_name, t.statement, t.spec, t.state, t.sta
 FROM %s.transforms t`
 
 	sqlSources = `
-SELECT id, schema_name, table_name, key_columns, key_types, capture_state
+SELECT id, schema_name, table_name, key_columns, key_types, cap_columns, cap_types, partitioned, partitions, capture_state
 FROM %s.sources ORDER BY id`
 )

@@ -143,6 +143,10 @@ type Source struct {
 	Table        string
 	KeyCols      []string
 	KeyTypes     []string
+	CapCols      []string
+	CapTypes     []string
+	Partitioned  bool
+	Partitions   []string
 	CaptureState string
 }
 
@@ -157,7 +161,7 @@ func (c *Catalog) Sources(ctx context.Context, q Querier) ([]*Source, error) {
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Source, error) {
 		var s Source
-		err := r.Scan(&s.ID, &s.Schema, &s.Table, &s.KeyCols, &s.KeyTypes, &s.CaptureState)
+		err := r.Scan(&s.ID, &s.Schema, &s.Table, &s.KeyCols, &s.KeyTypes, &s.CapCols, &s.CapTypes, &s.Partitioned, &s.Partitions, &s.CaptureState)
 		return &s, err
 	})
 }

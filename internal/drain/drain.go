@@ -23,6 +23,7 @@ import (
 
 	"github.com/trellis-pg/trellis/internal/capture"
 	"github.com/trellis-pg/trellis/internal/catalog"
+	"github.com/trellis-pg/trellis/internal/plan"
 )
 
 // PageTarget is about how many ledger rows a page holds: a cut larger than
@@ -52,9 +53,10 @@ type Worker struct {
 	id   int
 	wake <-chan struct{}
 
-	gen    int64
-	loaded bool
-	bySrc  map[int][]*catalog.Transform
+	gen     int64
+	loaded  bool
+	bySrc   map[int][]*catalog.Transform
+	sources map[int]*catalog.Source
 }
 
 // NewWorker returns a worker; wake delivers wake-ups (may be nil).
@@ -111,9 +113,17 @@ type page struct {
 	attempts int
 }
 
-type srcKeys struct {
-	keys     [][]string // each key's column values as text
-	buckets  map[int]bool
+// change is one ledger row: a changed key, the old values of the
+// source's captured columns (nil for a new row), and its bucket.
+type change struct {
+	key    []string
+	vals   []*string
+	bucket int
+}
+
+// srcChanges are a page's changes of one source.
+type srcChanges struct {
+	rows     []change
 	truncate bool
 }
 
@@ -205,9 +215,20 @@ func (w *Worker) reload(ctx context.Context, tx pgx.Tx) error {
 	if err != nil {
 		return err
 	}
+	srcs, err := w.e.Cat.Sources(ctx, tx)
+	if err != nil {
+		return err
+	}
+	w.sources = map[int]*catalog.Source{}
+	for _, s := range srcs {
+		w.sources[s.ID] = s
+	}
 	w.bySrc = map[int][]*catalog.Transform{}
 	for _, t := range ts {
 		w.bySrc[t.Spec.Source.ID] = append(w.bySrc[t.Spec.Source.ID], t)
+		if j := t.Spec.Join; j != nil && j.Source.ID != t.Spec.Source.ID {
+			w.bySrc[j.Source.ID] = append(w.bySrc[j.Source.ID], t)
+		}
 	}
 	w.gen, w.loaded = gen, true
 	return nil
@@ -223,25 +244,24 @@ func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *page) ([]int, erro
 	if err != nil {
 		return nil, fmt.Errorf("reading page %d: %w", p.id, err)
 	}
-	bySrc := map[int]*srcKeys{}
+	bySrc := map[int]*srcChanges{}
 	for rows.Next() {
-		var src, bucket int
-		var key []string
-		if err := rows.Scan(&src, &key, &bucket); err != nil {
+		var c change
+		var src int
+		if err := rows.Scan(&src, &c.key, &c.vals, &c.bucket); err != nil {
 			rows.Close()
 			return nil, err
 		}
-		sk := bySrc[src]
-		if sk == nil {
-			sk = &srcKeys{buckets: map[int]bool{}}
-			bySrc[src] = sk
+		sc := bySrc[src]
+		if sc == nil {
+			sc = &srcChanges{}
+			bySrc[src] = sc
 		}
-		if key == nil {
-			sk.truncate = true
+		if c.key == nil {
+			sc.truncate = true
 			continue
 		}
-		sk.keys = append(sk.keys, key)
-		sk.buckets[bucket] = true
+		sc.rows = append(sc.rows, c)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -253,69 +273,221 @@ func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *page) ([]int, erro
 	}
 	sort.Ints(srcs)
 
-	type task struct {
-		t  *catalog.Transform
-		sk *srcKeys
-	}
-	var tasks []task
-	var locks []int64
+	// Work out, per transform, the target keys to recompute.
+	var order []int
+	works := map[int]*work{}
 	for _, s := range srcs {
-		sk := bySrc[s]
 		for _, t := range w.bySrc[s] {
 			if t.State == catalog.StatePaused {
 				continue
 			}
-			tasks = append(tasks, task{t, sk})
-			if sk.truncate {
-				for b := 0; b < capture.Buckets; b++ {
-					locks = append(locks, KeyLock(w.e.Cat.Schema, t.ID, b))
-				}
-				continue
+			wk := works[t.ID]
+			if wk == nil {
+				wk = &work{t: t, plan: t.Plan(), keys: map[string][]*string{}, buckets: map[int]bool{}}
+				works[t.ID] = wk
+				order = append(order, t.ID)
 			}
-			for b := range sk.buckets {
-				locks = append(locks, KeyLock(w.e.Cat.Schema, t.ID, b))
+			if err := w.affected(ctx, tx, wk, s, bySrc[s]); err != nil {
+				return srcs, err
 			}
 		}
 	}
-	if len(tasks) == 0 {
+	if len(works) == 0 {
 		return srcs, nil
+	}
+	sort.Ints(order)
+	var locks []int64
+	for _, id := range order {
+		wk := works[id]
+		if wk.resync {
+			for b := 0; b < capture.Buckets; b++ {
+				locks = append(locks, KeyLock(w.e.Cat.Schema, id, b))
+			}
+			continue
+		}
+		for b := range wk.buckets {
+			locks = append(locks, KeyLock(w.e.Cat.Schema, id, b))
+		}
 	}
 	if _, err := tx.Exec(ctx, sqlKeyLocks, locks); err != nil {
 		return srcs, fmt.Errorf("taking key locks: %w", err)
 	}
-	for _, tk := range tasks {
-		pl := tk.t.Plan()
-		if tk.sk.truncate {
-			if _, err := tx.Exec(ctx, pl.Resync()); err != nil {
-				return srcs, fmt.Errorf("resyncing %s after a truncate: %w", tk.t.Target, err)
-			}
-			continue
-		}
-		args := keyColumns(tk.sk.keys, len(tk.t.Spec.Source.KeyCols))
-		if _, err := tx.Exec(ctx, pl.Recompute(), args...); err != nil {
-			return srcs, fmt.Errorf("applying %d keys to %s: %w", len(tk.sk.keys), tk.t.Target, err)
+	for _, id := range order {
+		if err := works[id].apply(ctx, tx); err != nil {
+			return srcs, err
 		}
 	}
 	return srcs, nil
 }
 
-// keyColumns turns keys (each a list of column values) into one []string
-// per key column, the Recompute statement's parameters.
-func keyColumns(keys [][]string, n int) []any {
-	cols := make([][]string, n)
-	for i := range cols {
-		cols[i] = make([]string, 0, len(keys))
+// work is what one page asks of one transform.
+type work struct {
+	t       *catalog.Transform
+	plan    *plan.Plan
+	resync  bool
+	keys    map[string][]*string // target keys (source keys, FROM keys or groups), by text
+	buckets map[int]bool
+}
+
+func (wk *work) add(key []*string, bucket int) {
+	var b strings.Builder
+	for _, v := range key {
+		if v == nil {
+			b.WriteString("\x00N")
+		} else {
+			b.WriteString(*v)
+		}
+		b.WriteByte(0)
 	}
-	for _, k := range keys {
-		for i := 0; i < n && i < len(k); i++ {
-			cols[i] = append(cols[i], k[i])
+	wk.keys[b.String()] = key
+	wk.buckets[bucket] = true
+}
+
+func ptrs(ss []string) []*string {
+	out := make([]*string, len(ss))
+	for i := range ss {
+		out[i] = &ss[i]
+	}
+	return out
+}
+
+// affected adds to wk the target keys a source's changes touch.
+func (w *Worker) affected(ctx context.Context, tx pgx.Tx, wk *work, src int, sc *srcChanges) error {
+	if sc.truncate {
+		wk.resync = true
+	}
+	if wk.resync || len(sc.rows) == 0 {
+		return nil
+	}
+	spec := wk.t.Spec
+	fromSide := spec.Source.ID == src
+	joinedSide := spec.Join != nil && spec.Join.Source.ID == src
+	kind := wk.plan.Kind()
+	if fromSide && kind != plan.KindAggregate {
+		for _, c := range sc.rows {
+			wk.add(ptrs(c.key), c.bucket)
 		}
 	}
-	args := make([]any, n)
-	for i := range cols {
-		args[i] = cols[i]
+	if kind == plan.KindProjection || (kind == plan.KindJoin && !joinedSide) {
+		return nil
 	}
-	return args
+	s := w.sources[src]
+	if s == nil {
+		return fmt.Errorf("source %d of %s is not in the catalog", src, wk.t.Target)
+	}
+	side := spec.Source
+	if !fromSide {
+		side = spec.Join.Source
+	}
+	ch := plan.Changes{Source: side, CapCols: s.CapCols, CapTypes: s.CapTypes}
+	args := changeArgs(sc.rows, len(side.KeyCols), len(s.CapCols))
+	var queries []string
+	if kind == plan.KindJoin {
+		queries = append(queries, wk.plan.JoinedSideFromKeys(ch, capture.Buckets))
+	} else {
+		if fromSide {
+			queries = append(queries, wk.plan.AffectedGroups(ch, false, capture.Buckets))
+		}
+		if joinedSide {
+			queries = append(queries, wk.plan.AffectedGroups(ch, true, capture.Buckets))
+		}
+	}
+	for _, q := range queries {
+		rows, err := tx.Query(ctx, q, args...)
+		if err != nil {
+			return fmt.Errorf("finding what changes of %s touch in %s: %w", s.Name(), wk.t.Target, err)
+		}
+		for rows.Next() {
+			vals, err := rows.Values()
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			key := make([]*string, len(vals)-1)
+			for i := range key {
+				if v, ok := vals[i].(string); ok {
+					key[i] = &v
+				}
+			}
+			wk.add(key, int(vals[len(vals)-1].(int32)))
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("finding what changes of %s touch in %s: %w", s.Name(), wk.t.Target, err)
+		}
+	}
+	return nil
+}
+
+// changeArgs are the parameters of plan.Changes queries.
+func changeArgs(rows []change, nkeys, ncaps int) []any {
+	cols := make([][]*string, nkeys+ncaps)
+	hv := make([]bool, len(rows))
+	for r, c := range rows {
+		for i := 0; i < nkeys; i++ {
+			var v *string
+			if i < len(c.key) {
+				v = &c.key[i]
+			}
+			cols[i] = append(cols[i], v)
+		}
+		for i := 0; i < ncaps; i++ {
+			var v *string
+			if i < len(c.vals) {
+				v = c.vals[i]
+			}
+			cols[nkeys+i] = append(cols[nkeys+i], v)
+		}
+		hv[r] = c.vals != nil
+	}
+	args := make([]any, 0, len(cols)+1)
+	for _, c := range cols {
+		args = append(args, c)
+	}
+	return append(args, hv)
+}
+
+// apply recomputes the work's keys (or the whole target).
+func (wk *work) apply(ctx context.Context, tx pgx.Tx) error {
+	pl := wk.plan
+	var stmts []string
+	var args []any
+	switch {
+	case wk.resync && pl.Kind() == plan.KindProjection:
+		stmts = []string{pl.Resync()}
+	case wk.resync:
+		stmts = pl.ShapeResync()
+	case len(wk.keys) == 0:
+		return nil
+	default:
+		n := len(pl.KeyNames())
+		if pl.Kind() == plan.KindJoin {
+			n = len(wk.t.Spec.Source.KeyCols)
+		}
+		cols := make([][]*string, n)
+		for _, k := range wk.keys {
+			for i := 0; i < n; i++ {
+				cols[i] = append(cols[i], k[i])
+			}
+		}
+		for _, c := range cols {
+			args = append(args, c)
+		}
+		switch pl.Kind() {
+		case plan.KindProjection:
+			stmts = []string{pl.Recompute()}
+		case plan.KindJoin:
+			stmts = pl.RecomputeJoinKeys()
+		default:
+			stmts = pl.RecomputeGroups()
+		}
+	}
+	for _, q := range stmts {
+		if _, err := tx.Exec(ctx, q, args...); err != nil {
+			return fmt.Errorf("applying %d keys to %s: %w", len(wk.keys), wk.t.Target, err)
+		}
+	}
+	return nil
 }
 
 // Cut closes the ledger rows committed since the last cut into pages. With

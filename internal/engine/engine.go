@@ -127,7 +127,7 @@ func (e *Engine) resolve(ctx context.Context, q catalog.Querier, n grammar.Name,
 	return try(ident.Qualified(fallbackSchema, n.Name))
 }
 
-func (e *Engine) checkFunctions(ctx context.Context, q catalog.Querier, fns []string) error {
+func (e *Engine) checkFunctions(ctx context.Context, q catalog.Querier, fns []string, aggregates bool) error {
 	for _, f := range fns {
 		schema, name := "", f
 		if i := strings.LastIndex(f, "."); i >= 0 {
@@ -144,7 +144,7 @@ func (e *Engine) checkFunctions(ctx context.Context, q catalog.Querier, fns []st
 			return errs.New(errs.Validation, "function %s returns a set: set-returning functions are not allowed in a transform", f)
 		case window:
 			return errs.New(errs.Validation, "function %s is a window function: window functions are not allowed in a transform", f)
-		case agg:
+		case agg && !aggregates:
 			return errs.New(errs.Validation, "function %s is an aggregate: aggregates need GROUP BY", f)
 		}
 	}
@@ -168,126 +168,6 @@ func columnNames(refs ...[]grammar.ColumnRef) []string {
 		}
 	}
 	return out
-}
-
-func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) (Result, error) {
-	if len(s.Joins) > 0 {
-		return Result{}, errs.New(errs.Validation, "JOIN transforms are not supported yet: this version maintains projections of one source table")
-	}
-	if len(s.GroupBy) > 0 {
-		return Result{}, errs.New(errs.Validation, "GROUP BY transforms are not supported yet: this version maintains projections of one source table")
-	}
-	for _, it := range s.Select {
-		if it.HasAggregate {
-			return Result{}, errs.New(errs.Validation, "column %s uses an aggregate: aggregates need GROUP BY", it.Name)
-		}
-	}
-	tgt := e.target(s.Target)
-	if tgt.Schema == e.Cat.Schema {
-		return Result{}, errs.New(errs.Validation, "a target cannot be created in Trellis's catalog schema %q", e.Cat.Schema)
-	}
-	err := e.inTx(ctx, func(tx pgx.Tx) error {
-		src, err := e.resolve(ctx, tx, s.From.Table, e.TargetSchema)
-		if err != nil {
-			return err
-		}
-		if src == nil {
-			return errs.New(errs.NotFound, "source table %s does not exist", s.From.Table)
-		}
-		if src.kind != "r" && src.kind != "p" {
-			return errs.New(errs.Validation, "source %s.%s is not a table", src.schema, src.name)
-		}
-		if src.schema == e.Cat.Schema {
-			return errs.New(errs.Validation, "source %s.%s is one of Trellis's own tables", src.schema, src.name)
-		}
-		rows, err := tx.Query(ctx, sqlPrimaryKey, src.oid)
-		if err != nil {
-			return err
-		}
-		var keyCols, keyTypes []string
-		for rows.Next() {
-			var c, t string
-			if err := rows.Scan(&c, &t); err != nil {
-				rows.Close()
-				return err
-			}
-			keyCols, keyTypes = append(keyCols, c), append(keyTypes, t)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if len(keyCols) == 0 {
-			return errs.New(errs.Validation, "source table %s.%s has no primary key: Trellis needs one to know which rows changed", src.schema, src.name)
-		}
-		existing, err := e.Cat.Transform(ctx, tx, tgt, false)
-		if err != nil {
-			return err
-		}
-		if existing != nil {
-			return errs.New(errs.Conflict, "a transform already writes %s", tgt)
-		}
-		if r, err := e.resolve(ctx, tx, grammar.Name{Schema: tgt.Schema, Name: tgt.Name}, ""); err != nil {
-			return err
-		} else if r != nil {
-			return errs.New(errs.Conflict, "table %s already exists: a transform creates its own target table", tgt)
-		}
-		if err := e.checkFunctions(ctx, tx, s.Functions); err != nil {
-			return err
-		}
-		alias := s.From.Alias
-		if alias == "" {
-			alias = src.name
-		}
-		var cols []plan.Column
-		for _, it := range s.Select {
-			if i := slices.Index(keyCols, it.Name); i >= 0 {
-				if it.Expr == ident.Quote(it.Name) || it.Expr == it.Name || it.Expr == alias+"."+it.Name || it.Expr == ident.Quote(alias)+"."+ident.Quote(it.Name) {
-					continue // the key column itself: the target has it already
-				}
-				return errs.New(errs.Validation, "column %s is the target's key (the source's primary key column): give the expression another name", it.Name)
-			}
-			cols = append(cols, plan.Column{Name: it.Name, Expr: it.Expr})
-		}
-		var reads []grammar.ColumnRef
-		for _, it := range s.Select {
-			reads = append(reads, it.Columns...)
-		}
-		var id int
-		err = tx.QueryRow(ctx, e.Cat.SQL(sqlUpsertSource), src.schema, src.name, keyCols, keyTypes).Scan(&id, &keyCols, &keyTypes)
-		if err != nil {
-			return fmt.Errorf("registering source %s.%s: %w", src.schema, src.name, err)
-		}
-		spec := plan.Spec{
-			Source:  plan.Source{ID: id, Schema: src.schema, Table: src.name, Alias: s.From.Alias, KeyCols: keyCols, KeyTypes: keyTypes},
-			Columns: cols,
-			Where:   s.Where,
-			Reads:   columnNames(reads, s.WhereColumns),
-		}
-		pl := &plan.Plan{Target: tgt, Spec: spec}
-		if _, err := tx.Exec(ctx, pl.CreateTarget()); err != nil {
-			return pgValidation(err, "creating target %s", tgt)
-		}
-		specJSON, err := json.Marshal(spec)
-		if err != nil {
-			return err
-		}
-		var tid int
-		if err := tx.QueryRow(ctx, e.Cat.SQL(sqlInsertTransform), tgt.Schema, tgt.Name, text, specJSON).Scan(&tid); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, e.Cat.SQL(sqlInsertTransformSource), tid, id); err != nil {
-			return err
-		}
-		if err := e.Cat.BumpGen(ctx, tx); err != nil {
-			return err
-		}
-		return e.notifyStaging(ctx, tx)
-	})
-	if err != nil {
-		return Result{}, err
-	}
-	return Result{Kind: "defined", Target: tgt.String()}, nil
 }
 
 // Lookup finds the transform that writes target ("t" or "schema.t"); nil
@@ -474,7 +354,7 @@ func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (Result, error) {
 			if st, err := grammar.Parse("TRANSFORM x FROM y SELECT " + s.Column.Expr + " AS c"); err == nil {
 				fns = st.(*grammar.Transform).Functions
 			}
-			if err := e.checkFunctions(ctx, tx, fns); err != nil {
+			if err := e.checkFunctions(ctx, tx, fns, len(t.Spec.GroupBy) > 0); err != nil {
 				return err
 			}
 			pl := t.Plan()

@@ -25,10 +25,21 @@ FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
 WHERE p.proname = $1 AND ($2 = '' OR n.nspname = $2)`
 
 	sqlUpsertSource = `
-INSERT INTO %[1]s.sources (schema_name, table_name, key_columns, key_types)
-VALUES ($1, $2, $3, $4)
+INSERT INTO %[1]s.sources (schema_name, table_name, key_columns, key_types, partitioned)
+VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (schema_name, table_name) DO UPDATE SET schema_name = EXCLUDED.schema_name
-RETURNING id, key_columns, key_types`
+RETURNING id, key_columns, key_types, cap_columns`
+	sqlWidenSource = `
+UPDATE %[1]s.sources SET cap_columns = cap_columns || $2::text[], cap_types = cap_types || $3::text[],
+    capture_state = 'pending'
+WHERE id = $1`
+
+	sqlColumns = `
+SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
+WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped`
+	sqlTargetTypes = `
+SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
+WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped`
 
 	sqlInsertTransform = `
 INSERT INTO %[1]s.transforms (target_schema, target_name, statement, spec)

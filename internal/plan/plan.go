@@ -13,9 +13,18 @@ import (
 
 // Spec is a compiled transform definition, stored as JSON in the catalog.
 type Spec struct {
-	Source  Source   `json:"source"`
+	Source Source `json:"source"`
+	// Join is the joined table of a JOIN transform.
+	Join *Join `json:"join,omitempty"`
+	// Key are the target's key columns of a GROUP BY or JOIN transform (a
+	// projection's key is its source's key).
+	Key     []Column `json:"key,omitempty"`
 	Columns []Column `json:"columns"`
+	// GroupBy are the GROUP BY expressions, in the order of Key.
+	GroupBy []string `json:"group_by,omitempty"`
 	Where   string   `json:"where,omitempty"`
+	// WithoutSourceIndex records the opt-out of WITHOUT SOURCE INDEX.
+	WithoutSourceIndex bool `json:"without_source_index,omitempty"`
 	// Reads is every source column the definition reads, for checks that a
 	// column can be dropped.
 	Reads []string `json:"reads,omitempty"`
@@ -29,12 +38,33 @@ type Source struct {
 	Alias    string   `json:"alias"`
 	KeyCols  []string `json:"key_columns"`
 	KeyTypes []string `json:"key_types"`
+	// Needs are the columns whose old values this transform needs captured
+	// (GROUP BY and JOIN columns).
+	Needs []string `json:"needs,omitempty"`
+}
+
+// Join is the joined side of a JOIN transform.
+type Join struct {
+	Left   bool     `json:"left,omitempty"`
+	Source Source   `json:"source"`
+	On     []JoinOn `json:"on"`
+}
+
+// JoinOn is one equality of the ON clause: a column of the FROM side and a
+// column of the joined side.
+type JoinOn struct {
+	From   string `json:"from"`
+	Joined string `json:"joined"`
 }
 
 // Column is one selected output column.
 type Column struct {
 	Name string `json:"name"`
 	Expr string `json:"expr"`
+	Type string `json:"type,omitempty"`
+	// Paused columns are not maintained (PAUSE TRANSFORM t.col): existing
+	// values stay, new rows get NULL.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // Target is a qualified target table.
@@ -91,7 +121,7 @@ func (p *Plan) selectList() string {
 		parts = append(parts, k+" AS "+ident.Quote(p.Spec.Source.KeyCols[i]))
 	}
 	for _, c := range p.Spec.Columns {
-		parts = append(parts, "("+c.Expr+") AS "+ident.Quote(c.Name))
+		parts = append(parts, colExpr(c)+" AS "+ident.Quote(c.Name))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -131,18 +161,20 @@ func keyTuple(cols []string) string {
 func (p *Plan) upsert(srcName string) string {
 	t := p.Target.Quoted()
 	keys := ident.List(p.Spec.Source.KeyCols)
-	if len(p.Spec.Columns) == 0 {
-		return fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s ON CONFLICT (%s) DO NOTHING",
-			t, keys, keys, srcName, keys)
-	}
+	all := ident.List(p.columnNames())
 	var set, cur, exc []string
 	for _, c := range p.Spec.Columns {
+		if c.Paused {
+			continue // a paused column keeps its values
+		}
 		q := ident.Quote(c.Name)
 		set = append(set, q+" = EXCLUDED."+q)
 		cur = append(cur, t+"."+q)
 		exc = append(exc, "EXCLUDED."+q)
 	}
-	all := ident.List(p.columnNames())
+	if len(set) == 0 {
+		return fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s ON CONFLICT (%s) DO NOTHING", t, all, all, srcName, keys)
+	}
 	return fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s ON CONFLICT (%s) DO UPDATE SET %s WHERE (%s) IS DISTINCT FROM (%s)",
 		t, all, all, srcName, keys, strings.Join(set, ", "), strings.Join(cur, ", "), strings.Join(exc, ", "))
 }

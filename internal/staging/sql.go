@@ -3,19 +3,45 @@ package staging
 // The staging worker's SQL; %[1]s is the quoted catalog schema.
 const (
 	sqlPendingSources = `
-SELECT s.id, s.schema_name, s.table_name, s.key_columns, s.key_types
+SELECT s.id, s.schema_name, s.table_name, s.key_columns, s.key_types, s.cap_columns, s.partitioned
 FROM %[1]s.sources s
 WHERE s.capture_state = 'pending'
   AND EXISTS (SELECT 1 FROM %[1]s.transform_sources ts WHERE ts.source_id = s.id)
 ORDER BY s.id`
 
 	sqlOrphanSources = `
-SELECT s.id, s.schema_name, s.table_name, s.key_columns, s.key_types
+SELECT s.id, s.schema_name, s.table_name, s.key_columns, s.key_types, s.cap_columns, s.partitioned
 FROM %[1]s.sources s
 WHERE NOT EXISTS (SELECT 1 FROM %[1]s.transform_sources ts WHERE ts.source_id = s.id)
 ORDER BY s.id`
 
-	sqlMarkInstalled = `UPDATE %[1]s.sources SET capture_state = 'installed', installed_at = clock_timestamp() WHERE id = $1`
+	// Only the layout that was installed counts: a define may have widened
+	// the source meanwhile, and then it stays pending for the next pass.
+	sqlMarkInstalled = `UPDATE %[1]s.sources SET capture_state = 'installed', installed_at = clock_timestamp(), partitions = $2
+WHERE id = $1 AND cap_columns = $3`
+
+	// The leaf partitions of a partitioned table, as quoted qualified names.
+	sqlLeafPartitions = `
+SELECT format('%%I.%%I', n.nspname, c.relname)
+FROM pg_partition_tree(to_regclass($1)) t
+JOIN pg_class c ON c.oid = t.relid JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE t.isleaf AND t.level > 0 ORDER BY 1`
+	sqlPartitionedSources = `
+SELECT id, schema_name, table_name, key_columns, key_types, cap_columns, partitioned, partitions
+FROM %[1]s.sources WHERE partitioned AND capture_state = 'installed' ORDER BY id`
+	sqlSetPartitions = `UPDATE %[1]s.sources SET partitions = $2 WHERE id = $1`
+	// A partition set change: every transform reading the source re-derives
+	// its target, with the changed partitions listed as corrections.
+	sqlCorrect = `
+WITH r AS (
+  UPDATE %[1]s.transforms t SET state = 'backfilling', state_since = clock_timestamp(),
+      build_kind = 'rebuild', build_cursor = NULL, build_started = NULL
+  FROM %[1]s.transform_sources ts
+  WHERE ts.transform_id = t.id AND ts.source_id = $1 AND t.state <> 'paused'
+  RETURNING t.id)
+INSERT INTO %[1]s.corrections (transform_id, node)
+SELECT r.id, n FROM r, unnest($2::text[]) n ON CONFLICT DO NOTHING`
+	sqlCorrectionsDone = `DELETE FROM %[1]s.corrections WHERE transform_id = $1`
 	sqlDeleteSource  = `DELETE FROM %[1]s.sources s WHERE id = $1
   AND NOT EXISTS (SELECT 1 FROM %[1]s.transform_sources ts WHERE ts.source_id = s.id)`
 
@@ -41,6 +67,7 @@ UPDATE %[1]s.transforms SET state = 'live', state_since = clock_timestamp(),
     build_cursor = NULL, build_started = NULL, build_kind = 'initial', build_rows = build_rows + $2
 WHERE id = $1`
 	sqlColumnBuildsDone = `DELETE FROM %[1]s.column_builds WHERE transform_id = $1`
+	sqlBumpGen          = `UPDATE %[1]s.trellis_instance SET gen = gen + 1`
 
 	// Ring maintenance.
 	sqlRing = `SELECT cur, nsegs, extract(epoch FROM clock_timestamp() - rotated_at) FROM %[1]s.ring`

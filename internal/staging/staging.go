@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,6 +21,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/drain"
 	"github.com/trellis-pg/trellis/internal/ident"
+	"github.com/trellis-pg/trellis/internal/plan"
 )
 
 // Defaults for the worker's cadence.
@@ -81,6 +84,9 @@ func (w *Worker) Pass(ctx context.Context) (bool, error) {
 	if err := w.installPending(ctx); err != nil {
 		return false, err
 	}
+	if err := w.checkPartitions(ctx); err != nil {
+		return false, err
+	}
 	busy, err := w.buildStep(ctx)
 	if err != nil {
 		return false, err
@@ -104,9 +110,26 @@ func (w *Worker) sources(ctx context.Context, sql string) ([]capture.Source, err
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (capture.Source, error) {
 		var s capture.Source
-		err := r.Scan(&s.ID, &s.Schema, &s.Table, &s.KeyCols, &s.KeyTypes)
+		err := r.Scan(&s.ID, &s.Schema, &s.Table, &s.KeyCols, &s.KeyTypes, &s.CapCols, &s.Partitioned)
 		return s, err
 	})
+}
+
+func leafPartitions(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, s capture.Source) ([]string, error) {
+	if !s.Partitioned {
+		return []string{}, nil
+	}
+	rows, err := q.Query(ctx, sqlLeafPartitions, ident.Qualified(s.Schema, s.Table))
+	if err != nil {
+		return nil, err
+	}
+	parts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if parts == nil {
+		parts = []string{}
+	}
+	return parts, err
 }
 
 func (w *Worker) installPending(ctx context.Context) error {
@@ -118,10 +141,19 @@ func (w *Worker) installPending(ctx context.Context) error {
 		err := capture.WithLock(ctx, w.Pool, func(attempt int, err error) {
 			w.Logger.Info("capture install waits for a lock on the source table", "table", s.Schema+"."+s.Table, "attempt", attempt)
 		}, func(tx pgx.Tx) error {
+			parts, err := leafPartitions(ctx, tx, s)
+			if err != nil {
+				return err
+			}
+			s.Partitions = parts
 			if err := w.Names.Install(ctx, tx, s); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, w.Cat.SQL(sqlMarkInstalled), s.ID)
+			if _, err := tx.Exec(ctx, w.Cat.SQL(sqlMarkInstalled), s.ID, parts, s.CapCols); err != nil {
+				return err
+			}
+			// The drain reads capture layouts with the definitions.
+			_, err = tx.Exec(ctx, w.Cat.SQL(sqlBumpGen))
 			return err
 		})
 		if err != nil {
@@ -188,6 +220,9 @@ func (w *Worker) buildPage(ctx context.Context, id int) error {
 			return nil
 		}
 		pl := t.Plan()
+		if pl.Kind() != plan.KindProjection {
+			return w.buildShape(ctx, tx, t, pl)
+		}
 		first := t.State == catalog.StateWaiting || t.BuildCursor == nil
 		var lowerArgs []any
 		if !first {
@@ -207,11 +242,7 @@ func (w *Worker) buildPage(ctx context.Context, id int) error {
 		} else if err != nil {
 			return fmt.Errorf("finding the next build page of %s: %w", t.Target, err)
 		}
-		locks := make([]int64, capture.Buckets)
-		for b := range locks {
-			locks[b] = drain.KeyLock(w.Cat.Schema, t.ID, b)
-		}
-		if _, err := tx.Exec(ctx, sqlKeyLocks, locks); err != nil {
+		if err := lockAll(ctx, tx, w.Cat.Schema, t.ID); err != nil {
 			return err
 		}
 		args := append([]any(nil), lowerArgs...)
@@ -232,12 +263,111 @@ func (w *Worker) buildPage(ctx context.Context, id int) error {
 			if _, err := tx.Exec(ctx, w.Cat.SQL(sqlColumnBuildsDone), t.ID); err != nil {
 				return err
 			}
+			if _, err := tx.Exec(ctx, w.Cat.SQL(sqlCorrectionsDone), t.ID); err != nil {
+				return err
+			}
 			w.Logger.Info("build finished; transform is live", "target", t.Target.String())
 			return nil
 		}
 		_, err = tx.Exec(ctx, w.Cat.SQL(sqlBuildProgress), t.ID, upper, upserted)
 		return err
 	})
+}
+
+// buildShape builds a join or aggregate target in one statement pair
+// under all of its key locks: its rows are not ordered by a source key.
+func (w *Worker) buildShape(ctx context.Context, tx pgx.Tx, t *catalog.Transform, pl *plan.Plan) error {
+	if err := lockAll(ctx, tx, w.Cat.Schema, t.ID); err != nil {
+		return err
+	}
+	var n int64
+	for _, q := range pl.ShapeResync() {
+		tag, err := tx.Exec(ctx, q)
+		if err != nil {
+			return fmt.Errorf("building %s: %w", t.Target, err)
+		}
+		n = tag.RowsAffected()
+	}
+	if _, err := tx.Exec(ctx, w.Cat.SQL(sqlBuildDone), t.ID, n); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, w.Cat.SQL(sqlColumnBuildsDone), t.ID); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, w.Cat.SQL(sqlCorrectionsDone), t.ID)
+	return err
+}
+
+func lockAll(ctx context.Context, tx pgx.Tx, schema string, id int) error {
+	locks := make([]int64, capture.Buckets)
+	for b := range locks {
+		locks[b] = drain.KeyLock(schema, id, b)
+	}
+	_, err := tx.Exec(ctx, sqlKeyLocks, locks)
+	return err
+}
+
+// checkPartitions notices partitions attached to or detached from a
+// partitioned source since capture last looked, gives new leaves their
+// TRUNCATE trigger (row triggers are cloned by PostgreSQL), and queues the
+// correction of every transform reading the source.
+func (w *Worker) checkPartitions(ctx context.Context) error {
+	rows, err := w.Pool.Query(ctx, w.Cat.SQL(sqlPartitionedSources))
+	if err != nil {
+		return err
+	}
+	type src struct {
+		s     capture.Source
+		known []string
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (src, error) {
+		var x src
+		err := r.Scan(&x.s.ID, &x.s.Schema, &x.s.Table, &x.s.KeyCols, &x.s.KeyTypes, &x.s.CapCols, &x.s.Partitioned, &x.known)
+		return x, err
+	})
+	if err != nil {
+		return err
+	}
+	for _, x := range list {
+		now, err := leafPartitions(ctx, w.Pool, x.s)
+		if err != nil {
+			return err
+		}
+		var added, changed []string
+		for _, p := range now {
+			if !slices.Contains(x.known, p) {
+				added = append(added, p)
+				changed = append(changed, p)
+			}
+		}
+		for _, p := range x.known {
+			if !slices.Contains(now, p) {
+				changed = append(changed, p)
+			}
+		}
+		if len(changed) == 0 {
+			continue
+		}
+		err = capture.WithLock(ctx, w.Pool, nil, func(tx pgx.Tx) error {
+			for _, p := range added {
+				for _, q := range w.Names.PartitionTruncateSQL(x.s, p) {
+					if _, err := tx.Exec(ctx, q); err != nil {
+						return err
+					}
+				}
+			}
+			if _, err := tx.Exec(ctx, w.Cat.SQL(sqlSetPartitions), x.s.ID, now); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, w.Cat.SQL(sqlCorrect), x.s.ID, changed)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("correcting %s.%s after a partition change: %w", x.s.Schema, x.s.Table, err)
+		}
+		w.Logger.Info("partitions changed; correcting the transforms reading the table", "table", x.s.Schema+"."+x.s.Table, "partitions", strings.Join(changed, ","))
+	}
+	return nil
 }
 
 // maintainRing rotates the current segment, reclaims drained segments and

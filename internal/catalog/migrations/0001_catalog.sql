@@ -16,6 +16,12 @@ CREATE TABLE {{schema}}.sources (
     table_name    text NOT NULL,
     key_columns   text[] NOT NULL,
     key_types     text[] NOT NULL,
+    -- Columns whose old values capture records (GROUP BY and JOIN readers need them).
+    cap_columns   text[] NOT NULL DEFAULT '{}',
+    cap_types     text[] NOT NULL DEFAULT '{}',
+    partitioned   boolean NOT NULL DEFAULT false,
+    -- The leaf partitions capture last saw, for attach/detach corrections.
+    partitions    text[] NOT NULL DEFAULT '{}',
     capture_state text NOT NULL DEFAULT 'pending' CHECK (capture_state IN ('pending', 'installed')),
     installed_at  timestamptz,
     UNIQUE (schema_name, table_name)
@@ -47,6 +53,14 @@ CREATE TABLE {{schema}}.transform_sources (
 );
 CREATE INDEX ON {{schema}}.transform_sources (source_id);
 
+-- Partitions a transform is being corrected for after an ATTACH or DETACH.
+CREATE TABLE {{schema}}.corrections (
+    transform_id int NOT NULL REFERENCES {{schema}}.transforms (id) ON DELETE CASCADE,
+    node         text NOT NULL,
+    since        timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (transform_id, node)
+);
+
 -- Columns added by ALTER TRANSFORM that are still being filled.
 CREATE TABLE {{schema}}.column_builds (
     transform_id int NOT NULL REFERENCES {{schema}}.transforms (id) ON DELETE CASCADE,
@@ -72,7 +86,8 @@ CREATE TABLE {{schema}}.ledger (
     xid    xid8 NOT NULL DEFAULT pg_current_xact_id(),
     src    int NOT NULL,
     bucket int NOT NULL,
-    key    text[]
+    key    text[],
+    vals   text[] -- old values of the source's cap_columns (updates and deletes)
 ) PARTITION BY LIST (seg);
 CREATE TABLE {{schema}}.ledger_0 PARTITION OF {{schema}}.ledger FOR VALUES IN (0);
 CREATE TABLE {{schema}}.ledger_1 PARTITION OF {{schema}}.ledger FOR VALUES IN (1);

@@ -1,0 +1,310 @@
+package plan
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/trellis-pg/trellis/internal/ident"
+)
+
+// Kinds of transform.
+const (
+	KindProjection = "projection"
+	KindJoin       = "join"
+	KindAggregate  = "aggregate"
+)
+
+// Kind tells projections, joins and aggregates (GROUP BY, with or without a
+// join) apart.
+func (p *Plan) Kind() string {
+	switch {
+	case len(p.Spec.GroupBy) > 0:
+		return KindAggregate
+	case p.Spec.Join != nil:
+		return KindJoin
+	}
+	return KindProjection
+}
+
+func aliasOf(s Source) string {
+	if s.Alias != "" {
+		return s.Alias
+	}
+	return s.Table
+}
+
+// onClause renders the join's ON conditions between two aliases.
+func (p *Plan) onClause(from, joined string) string {
+	var parts []string
+	for _, c := range p.Spec.Join.On {
+		parts = append(parts, ident.Quote(from)+"."+ident.Quote(c.From)+" = "+ident.Quote(joined)+"."+ident.Quote(c.Joined))
+	}
+	return strings.Join(parts, " AND ")
+}
+
+func (p *Plan) joinWord() string {
+	if p.Spec.Join.Left {
+		return " LEFT JOIN "
+	}
+	return " JOIN "
+}
+
+// fromClause is the FROM clause over the real tables.
+func (p *Plan) fromClause() string {
+	f := p.from()
+	if j := p.Spec.Join; j != nil {
+		ja := aliasOf(j.Source)
+		f += p.joinWord() + ident.Qualified(j.Source.Schema, j.Source.Table) + " AS " + ident.Quote(ja) + " ON " + p.onClause(p.alias(), ja)
+	}
+	return f
+}
+
+// KeyNames are the target's key columns.
+func (p *Plan) KeyNames() []string {
+	if p.Kind() == KindProjection {
+		return p.Spec.Source.KeyCols
+	}
+	out := make([]string, len(p.Spec.Key))
+	for i, k := range p.Spec.Key {
+		out[i] = k.Name
+	}
+	return out
+}
+
+// colExpr is a column's expression, or a typed NULL for a paused column.
+func colExpr(c Column) string {
+	if c.Paused && c.Type != "" {
+		return "NULL::" + c.Type
+	}
+	return "(" + c.Expr + ")"
+}
+
+// shapeSelect is the select list of a join or aggregate: key then columns.
+func (p *Plan) shapeSelect() string {
+	var parts []string
+	for _, k := range p.Spec.Key {
+		parts = append(parts, "("+k.Expr+") AS "+ident.Quote(k.Name))
+	}
+	for _, c := range p.Spec.Columns {
+		parts = append(parts, colExpr(c)+" AS "+ident.Quote(c.Name))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (p *Plan) groupBy() string {
+	if len(p.Spec.GroupBy) == 0 {
+		return ""
+	}
+	return " GROUP BY " + strings.Join(p.Spec.GroupBy, ", ")
+}
+
+// shapeQuery is the definition's query for joins and aggregates, with
+// extra conditions.
+func (p *Plan) shapeQuery(extra ...string) string {
+	return fmt.Sprintf("SELECT %s FROM %s%s%s", p.shapeSelect(), p.fromClause(), p.where(extra...), p.groupBy())
+}
+
+// CreateShapeTarget creates the empty target of a join or aggregate with
+// the types PostgreSQL infers, and its unique key (NULLS NOT DISTINCT: a
+// NULL group, or a left join's missing side, is a key like any other).
+func (p *Plan) CreateShapeTarget() string {
+	return fmt.Sprintf("CREATE TABLE %s AS %s WITH NO DATA;\nCREATE UNIQUE INDEX ON %s (%s) NULLS NOT DISTINCT",
+		p.Target.Quoted(), p.shapeQuery(), p.Target.Quoted(), ident.List(p.KeyNames()))
+}
+
+// ShapeResync re-derives a whole join or aggregate target: it deletes every
+// row and inserts the definition's result. No parameters.
+func (p *Plan) ShapeResync() []string {
+	return []string{
+		"DELETE FROM " + p.Target.Quoted(),
+		fmt.Sprintf("INSERT INTO %s (%s) %s", p.Target.Quoted(), ident.List(p.columnNamesShape()), p.shapeQuery()),
+	}
+}
+
+func (p *Plan) columnNamesShape() []string {
+	names := append([]string(nil), p.KeyNames()...)
+	for _, c := range p.Spec.Columns {
+		names = append(names, c.Name)
+	}
+	return names
+}
+
+// unnestTyped renders "SELECT u.x1::T1 AS "n1", ... FROM unnest($a::text[], ...) AS u(x1, ...)"
+// for parameters starting at $start.
+func unnestTyped(start int, names, types []string) string {
+	var params, cols, casts []string
+	for i := range names {
+		params = append(params, fmt.Sprintf("$%d::text[]", start+i))
+		cols = append(cols, fmt.Sprintf("x%d", i+1))
+		casts = append(casts, fmt.Sprintf("u.x%d::%s AS %s", i+1, types[i], ident.Quote(names[i])))
+	}
+	return fmt.Sprintf("SELECT %s FROM unnest(%s) AS u(%s)", strings.Join(casts, ", "), strings.Join(params, ", "), strings.Join(cols, ", "))
+}
+
+// RecomputeJoinKeys re-derives the target rows of a set of FROM-side keys
+// of a join: one text[] parameter per FROM key column. Two statements.
+func (p *Plan) RecomputeJoinKeys() []string {
+	src := p.Spec.Source
+	keys := "k AS (" + unnestTyped(1, src.KeyCols, src.KeyTypes) + ")"
+	// The target's columns that hold the FROM side's key.
+	tcols := p.Spec.Key[:len(src.KeyCols)]
+	var match []string
+	for i, c := range tcols {
+		match = append(match, "t."+ident.Quote(c.Name)+" = k."+ident.Quote(src.KeyCols[i]))
+	}
+	del := fmt.Sprintf("WITH %s DELETE FROM %s AS t USING k WHERE %s", keys, p.Target.Quoted(), strings.Join(match, " AND "))
+	cond := keyTuple(p.srcKey()) + " IN (SELECT " + ident.List(src.KeyCols) + " FROM k)"
+	ins := fmt.Sprintf("WITH %s INSERT INTO %s (%s) %s", keys, p.Target.Quoted(), ident.List(p.columnNamesShape()), p.shapeQuery(cond))
+	return []string{del, ins}
+}
+
+// RecomputeGroups re-derives a set of groups of an aggregate: one text[]
+// parameter per key (GROUP BY) column, the groups' values as text. Two
+// statements: the groups' rows are deleted, then what the definition yields
+// for them inserted. The candidate rows are found through plain
+// equalities (so a source index serves them), then matched exactly.
+func (p *Plan) RecomputeGroups() []string {
+	names := p.KeyNames()
+	types := make([]string, len(p.Spec.Key))
+	for i, k := range p.Spec.Key {
+		types[i] = k.Type
+	}
+	groups := "g AS (" + unnestTyped(1, names, types) + ")"
+	var tmatch, smatch, coarse []string
+	for i, k := range p.Spec.Key {
+		q := ident.Quote(k.Name)
+		tmatch = append(tmatch, "t."+q+" IS NOT DISTINCT FROM g."+q)
+		smatch = append(smatch, "g."+q+" IS NOT DISTINCT FROM ("+p.Spec.GroupBy[i]+")")
+		coarse = append(coarse, fmt.Sprintf("((%s) = ANY ($%d::%s[]) OR ((%s) IS NULL AND array_position($%d::text[], NULL) IS NOT NULL))",
+			p.Spec.GroupBy[i], i+1, types[i], p.Spec.GroupBy[i], i+1))
+	}
+	del := fmt.Sprintf("WITH %s DELETE FROM %s AS t WHERE EXISTS (SELECT 1 FROM g WHERE %s)", groups, p.Target.Quoted(), strings.Join(tmatch, " AND "))
+	exact := "EXISTS (SELECT 1 FROM g WHERE " + strings.Join(smatch, " AND ") + ")"
+	ins := fmt.Sprintf("WITH %s INSERT INTO %s (%s) %s", groups, p.Target.Quoted(), ident.List(p.columnNamesShape()),
+		p.shapeQuery(append(coarse, exact)...))
+	return []string{del, ins}
+}
+
+// Changes describes the parameters of the affected-rows queries: the
+// changed source's key columns and captured columns, as the ledger holds
+// them. Parameters: one text[] per key column, one text[] per captured
+// column (old values, NULL where the row has none), then a bool[] saying
+// which rows carry old values.
+type Changes struct {
+	Source   Source
+	CapCols  []string
+	CapTypes []string
+}
+
+func (c Changes) cte() string {
+	var params, cols []string
+	n := 1
+	for i := range c.Source.KeyCols {
+		params = append(params, fmt.Sprintf("$%d::text[]", n))
+		cols = append(cols, fmt.Sprintf("k%d", i+1))
+		n++
+	}
+	for i := range c.CapCols {
+		params = append(params, fmt.Sprintf("$%d::text[]", n))
+		cols = append(cols, fmt.Sprintf("v%d", i+1))
+		n++
+	}
+	params = append(params, fmt.Sprintf("$%d::bool[]", n))
+	cols = append(cols, "hv")
+	return fmt.Sprintf("chg AS (SELECT * FROM unnest(%s) AS u(%s))", strings.Join(params, ", "), strings.Join(cols, ", "))
+}
+
+// oldImage is a derived table of the changed rows' old values, named alias.
+func (c Changes) oldImage(alias string) string {
+	var casts []string
+	for i, col := range c.CapCols {
+		casts = append(casts, fmt.Sprintf("v%d::%s AS %s", i+1, c.CapTypes[i], ident.Quote(col)))
+	}
+	if len(casts) == 0 {
+		casts = append(casts, "NULL AS trellis_none")
+	}
+	return "(SELECT " + strings.Join(casts, ", ") + " FROM chg WHERE hv) AS " + ident.Quote(alias)
+}
+
+// current is the condition selecting the changed rows as they are now.
+func (c Changes) current(alias string) string {
+	var keys, casts []string
+	for i, k := range c.Source.KeyCols {
+		keys = append(keys, ident.Quote(alias)+"."+ident.Quote(k))
+		casts = append(casts, fmt.Sprintf("k%d::%s", i+1, c.Source.KeyTypes[i]))
+	}
+	return keyTuple(keys) + " IN (SELECT " + strings.Join(casts, ", ") + " FROM chg)"
+}
+
+// textWithBucket renders output expressions as text plus their key bucket,
+// the way capture renders keys.
+func textWithBucket(exprs []string, buckets int) string {
+	var t []string
+	for _, e := range exprs {
+		t = append(t, "("+e+")::text")
+	}
+	arr := "ARRAY[" + strings.Join(t, ", ") + "]"
+	return strings.Join(t, ", ") + fmt.Sprintf(", hashtext(%s::text) & %d", arr, buckets-1)
+}
+
+// JoinedSideFromKeys finds the FROM-side keys a change of the joined table
+// affects: FROM rows whose ON columns match the changed rows' old or
+// current values. Returns the keys as text and their bucket.
+func (p *Plan) JoinedSideFromKeys(c Changes, buckets int) string {
+	j := p.Spec.Join
+	ja := aliasOf(j.Source)
+	var fromCols, joinedCols []string
+	for _, on := range j.On {
+		fromCols = append(fromCols, ident.Quote(p.alias())+"."+ident.Quote(on.From))
+		joinedCols = append(joinedCols, ident.Quote(ja)+"."+ident.Quote(on.Joined))
+	}
+	vals := fmt.Sprintf("SELECT %s FROM %s UNION SELECT %s FROM %s AS %s WHERE %s",
+		strings.Join(joinedCols, ", "), c.oldImage(ja),
+		strings.Join(joinedCols, ", "), ident.Qualified(j.Source.Schema, j.Source.Table), ident.Quote(ja), c.current(ja))
+	return fmt.Sprintf("WITH %s SELECT DISTINCT %s FROM %s WHERE %s IN (%s)",
+		c.cte(), textWithBucket(p.srcKey(), buckets), p.from(), keyTuple(fromCols), vals)
+}
+
+// AffectedGroups finds the groups of an aggregate that a change of one of
+// its tables touches: the groups of the changed rows' old values and of
+// their current rows, joined (for a join) with the other side as it is
+// now. For a change of the joined side, the groups of the FROM rows that
+// matched the old values under the current join are included too (a left
+// join's rows that lost their match). Returns the groups as text and their
+// bucket.
+func (p *Plan) AffectedGroups(c Changes, joinedSide bool, buckets int) string {
+	g := strings.Join(p.Spec.GroupBy, ", ")
+	var parts []string
+	switch {
+	case p.Spec.Join == nil:
+		parts = append(parts,
+			fmt.Sprintf("SELECT %s FROM %s", g, c.oldImage(p.alias())),
+			fmt.Sprintf("SELECT %s FROM %s WHERE %s", g, p.from(), c.current(p.alias())))
+	case !joinedSide:
+		j := p.Spec.Join
+		ja := aliasOf(j.Source)
+		jt := ident.Qualified(j.Source.Schema, j.Source.Table) + " AS " + ident.Quote(ja)
+		parts = append(parts,
+			fmt.Sprintf("SELECT %s FROM %s%s%s ON %s", g, c.oldImage(p.alias()), p.joinWord(), jt, p.onClause(p.alias(), ja)),
+			fmt.Sprintf("SELECT %s FROM %s WHERE %s", g, p.fromClause(), c.current(p.alias())))
+	default:
+		j := p.Spec.Join
+		ja := aliasOf(j.Source)
+		var fromCols, joinedCols []string
+		for _, on := range j.On {
+			fromCols = append(fromCols, ident.Quote(p.alias())+"."+ident.Quote(on.From))
+			joinedCols = append(joinedCols, ident.Quote(ja)+"."+ident.Quote(on.Joined))
+		}
+		jt := ident.Qualified(j.Source.Schema, j.Source.Table)
+		vals := fmt.Sprintf("SELECT %s FROM %s UNION SELECT %s FROM %s AS %s WHERE %s",
+			strings.Join(joinedCols, ", "), c.oldImage(ja), strings.Join(joinedCols, ", "), jt, ident.Quote(ja), c.current(ja))
+		parts = append(parts,
+			fmt.Sprintf("SELECT %s FROM %s JOIN %s ON %s", g, p.from(), c.oldImage(ja), p.onClause(p.alias(), ja)),
+			fmt.Sprintf("SELECT %s FROM %s WHERE %s IN (%s)", g, p.fromClause(), keyTuple(fromCols), vals))
+	}
+	cols := make([]string, len(p.Spec.GroupBy))
+	for i := range cols {
+		cols[i] = fmt.Sprintf("g%d", i+1)
+	}
+	return fmt.Sprintf("WITH %s SELECT DISTINCT %s FROM (%s) AS grp(%s)", c.cte(), textWithBucket(cols, buckets), strings.Join(parts, " UNION "), strings.Join(cols, ", "))
+}
