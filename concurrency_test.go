@@ -27,6 +27,20 @@ var shapes = []struct{ stmt, target, recompute string }{
 		"SELECT id, doubled + 1 AS plus_one FROM (SELECT id, v * 2 AS doubled FROM items WHERE v % 2 = 0) s WHERE doubled > 50"},
 	{"TRANSFORM pair_sums FROM pairs SELECT a::text || b AS s, label AS label", "pair_sums",
 		"SELECT a, b, a::text || b AS s, label FROM pairs"},
+	{"TRANSFORM big_buckets FROM even_items_big SELECT plus_one % 10 AS b, count(*) AS n, sum(plus_one) AS total GROUP BY plus_one % 10", "big_buckets",
+		"SELECT plus_one % 10 AS b, count(*) AS n, sum(plus_one) AS total FROM (SELECT id, v * 2 + 1 AS plus_one FROM items WHERE v % 2 = 0 AND v * 2 > 50) s GROUP BY 1"},
+	{"TRANSFORM note_stats FROM items SELECT note AS note, count(*) AS n, max(v) AS top, string_agg(id::text, ',' ORDER BY id) AS ids WHERE v > 10 GROUP BY note", "note_stats",
+		"SELECT note, count(*) AS n, max(v) AS top, string_agg(id::text, ',' ORDER BY id) AS ids FROM items WHERE v > 10 GROUP BY note"},
+	{"TRANSFORM item_owners FROM items i JOIN owners o ON o.id = i.v SELECT i.id AS item, o.name AS owner, i.note AS note", "item_owners",
+		"SELECT i.id AS item, o.id AS o_id, o.name AS owner, i.note FROM items i JOIN owners o ON o.id = i.v"},
+	{"TRANSFORM item_owners_left FROM items i LEFT JOIN owners o ON o.id = i.v SELECT i.id AS item, o.id AS owner_id, o.name AS owner", "item_owners_left",
+		"SELECT i.id AS item, o.id AS owner_id, o.name AS owner FROM items i LEFT JOIN owners o ON o.id = i.v"},
+	{"TRANSFORM team_totals FROM items i JOIN owners o ON o.id = i.v SELECT o.team AS team, count(*) AS n, sum(i.v) AS total GROUP BY o.team", "team_totals",
+		"SELECT o.team, count(*) AS n, sum(i.v) AS total FROM items i JOIN owners o ON o.id = i.v GROUP BY o.team"},
+	{"TRANSFORM event_amounts FROM events SELECT amount * 2 AS doubled", "event_amounts",
+		"SELECT id, region, amount * 2 AS doubled FROM events"},
+	{"TRANSFORM region_amounts FROM events SELECT region AS region, sum(amount) AS total, count(*) AS n GROUP BY region", "region_amounts",
+		"SELECT region, sum(amount) AS total, count(*) AS n FROM events GROUP BY region"},
 }
 
 func createShapeSources(e *env) {
@@ -34,6 +48,13 @@ func createShapeSources(e *env) {
 	e.exec(`INSERT INTO items SELECT g, g % 100, 'n' || g FROM generate_series(1, 2000) g`)
 	e.exec(`CREATE TABLE pairs (a int, b text, label text, PRIMARY KEY (a, b))`)
 	e.exec(`INSERT INTO pairs SELECT g % 50, 'k' || (g / 50), 'l' || g FROM generate_series(1, 1000) g ON CONFLICT DO NOTHING`)
+	e.exec(`CREATE TABLE owners (id int PRIMARY KEY, name text, team int)`)
+	e.exec(`INSERT INTO owners SELECT g, 'o' || g, g % 5 FROM generate_series(1, 80) g`)
+	e.exec(`CREATE TABLE events (id bigint, region int, amount int, PRIMARY KEY (id, region)) PARTITION BY LIST (region)`)
+	for _, r := range []string{"0", "1", "2"} {
+		e.exec(`CREATE TABLE events_` + r + ` PARTITION OF events FOR VALUES IN (` + r + `)`)
+	}
+	e.exec(`INSERT INTO events SELECT g, g % 3, g FROM generate_series(1, 600) g`)
 }
 
 // writeRandomly runs random inserts, updates (including key changes),
@@ -51,7 +72,7 @@ func writeRandomly(ctx context.Context, pool *pgxpool.Pool, seed uint64, stop <-
 				id := r.Int64N(3000) + 1
 				var q string
 				var args []any
-				switch r.IntN(9) {
+				switch r.IntN(14) {
 				case 0, 1:
 					q, args = `INSERT INTO items VALUES ($1, $2, $3) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v`, []any{id, r.IntN(100), fmt.Sprint("w", r.IntN(10))}
 				case 2, 3:
@@ -66,6 +87,16 @@ func writeRandomly(ctx context.Context, pool *pgxpool.Pool, seed uint64, stop <-
 					q, args = `INSERT INTO pairs VALUES ($1, $2, 'x') ON CONFLICT (a, b) DO UPDATE SET label = pairs.label || '+'`, []any{r.IntN(60), fmt.Sprint("k", r.IntN(30))}
 				case 8:
 					q, args = `UPDATE pairs SET a = a + 100 WHERE a = $1 AND b = $2 AND NOT EXISTS (SELECT 1 FROM pairs WHERE a = $1 + 100 AND b = $2)`, []any{r.IntN(60), fmt.Sprint("k", r.IntN(30))}
+				case 9:
+					q, args = `UPDATE owners SET team = $2, name = name || '.' WHERE id = $1`, []any{r.IntN(100), r.IntN(6)}
+				case 10:
+					q, args = `INSERT INTO owners VALUES ($1, 'n', $2) ON CONFLICT (id) DO UPDATE SET id = owners.id + 1000`, []any{r.IntN(100), r.IntN(5)}
+				case 11:
+					q, args = `DELETE FROM owners WHERE id = $1`, []any{r.IntN(100)}
+				case 12:
+					q, args = `INSERT INTO events VALUES ($1, $2, $3) ON CONFLICT (id, region) DO UPDATE SET amount = events.amount + 1`, []any{r.Int64N(800), r.IntN(2), r.IntN(100)}
+				case 13:
+					q, args = `UPDATE events SET region = $2 WHERE id = $1 AND region <> $2 AND NOT EXISTS (SELECT 1 FROM events WHERE id = $1 AND region = $2)`, []any{r.Int64N(800), r.IntN(2)}
 				}
 				if _, err := tx.Exec(ctx, q, args...); err != nil {
 					return err
@@ -142,7 +173,14 @@ func TestConcurrentWritesConverge(t *testing.T) {
 			errs <- writeRandomly(e.ctx, e.db, uint64(i+1), stop, &writes)
 		}()
 	}
-	time.Sleep(4 * time.Second)
+	time.Sleep(2 * time.Second)
+	// Partitions come and go while the writes run: a table with rows is
+	// attached, another detached.
+	e.exec(`CREATE TABLE events_9 (id bigint, region int, amount int, PRIMARY KEY (id, region))`)
+	e.exec(`INSERT INTO events_9 SELECT g, 9, g FROM generate_series(1, 50) g`)
+	e.exec(`ALTER TABLE events ATTACH PARTITION events_9 FOR VALUES IN (9)`)
+	e.exec(`ALTER TABLE events DETACH PARTITION events_2`)
+	time.Sleep(2 * time.Second)
 	close(stop)
 	wg.Wait()
 	close(errs)
@@ -150,6 +188,9 @@ func TestConcurrentWritesConverge(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Greater(t, writes.Load(), int64(100))
+	for _, s := range shapes {
+		e.waitState(staging, s.target, trellis.StateLive) // partition corrections re-derive some
+	}
 	e.converge(staging)
 	for _, s := range shapes {
 		e.assertMatches(s.target, s.recompute)

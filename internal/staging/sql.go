@@ -18,11 +18,11 @@ ORDER BY s.id`
 	// Only the layout that was installed counts: a define may have widened
 	// the source meanwhile, and then it stays pending for the next pass.
 	sqlMarkInstalled = `UPDATE %[1]s.sources SET capture_state = 'installed', installed_at = clock_timestamp(), partitions = $2
-WHERE id = $1 AND cap_columns = $3`
+WHERE id = $1 AND cap_columns = coalesce($3::text[], '{}')`
 
 	// The leaf partitions of a partitioned table, as quoted qualified names.
 	sqlLeafPartitions = `
-SELECT format('%%I.%%I', n.nspname, c.relname)
+SELECT format('%I.%I', n.nspname, c.relname)
 FROM pg_partition_tree(to_regclass($1)) t
 JOIN pg_class c ON c.oid = t.relid JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE t.isleaf AND t.level > 0 ORDER BY 1`

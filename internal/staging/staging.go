@@ -6,6 +6,7 @@
 package staging
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -137,6 +138,8 @@ func (w *Worker) installPending(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing sources to capture: %w", err)
 	}
+	// One source that cannot be captured does not hold up the others.
+	var firstErr error
 	for _, s := range srcs {
 		err := capture.WithLock(ctx, w.Pool, func(attempt int, err error) {
 			w.Logger.Info("capture install waits for a lock on the source table", "table", s.Schema+"."+s.Table, "attempt", attempt)
@@ -157,11 +160,12 @@ func (w *Worker) installPending(ctx context.Context) error {
 			return err
 		})
 		if err != nil {
-			return err
+			firstErr = cmp.Or(firstErr, err)
+			continue
 		}
 		w.Logger.Info("capture installed", "table", s.Schema+"."+s.Table)
 	}
-	return nil
+	return firstErr
 }
 
 func (w *Worker) removeOrphans(ctx context.Context) error {

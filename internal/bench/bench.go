@@ -1,0 +1,579 @@
+// Package bench is Trellis's benchmark suite: the figures DESIGN section 7
+// asks for, each measured against a baseline taken in the same run and
+// reported as a ratio, never asserted as a time.
+//
+// The benchmarks are:
+//
+//   - "write": single-row UPDATE throughput of 4 connections on a source
+//     table with capture installed (drain running, and capture only) versus
+//     the same table with none.
+//   - "latency": commit-to-target latency of a writer paced at 500 writes/s,
+//     versus the writer's own commit latency.
+//   - "drain": changes applied per second when drain workers start on a
+//     backlog, versus a bare INSERT ... SELECT ... ON CONFLICT DO UPDATE of
+//     the same keys, 10,000 at a time.
+//   - "backfill": rows per second from Define to live, versus CREATE TABLE
+//     AS plus its primary key.
+//
+// Every benchmark works in its own schemas (a source schema and a catalog
+// schema), and in its own database when Run starts its own cluster.
+package bench
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/trellis-pg/trellis"
+	"github.com/trellis-pg/trellis/internal/testpg"
+)
+
+// The benchmark names Options.Only accepts, in the order Run runs them.
+const (
+	Write    = "write"
+	Latency  = "latency"
+	Drain    = "drain"
+	Backfill = "backfill"
+)
+
+// All lists every benchmark, in the order Run runs them.
+var All = []string{Write, Latency, Drain, Backfill}
+
+// Defaults of Options.
+const (
+	DefaultRows     = 1_000_000
+	DefaultDuration = 20 * time.Second
+	DefaultChanges  = 200_000
+)
+
+// Fixed parameters of the benchmarks.
+const (
+	writeConns      = 4                      // writer connections of the write benchmark
+	latencyRate     = 500                    // writes per second of the latency benchmark
+	latencyRows     = 100_000                // source rows of the latency benchmark (at most Rows)
+	latencyPoll     = time.Millisecond       // how often the latency poller looks at the target
+	latencyGrace    = 15 * time.Second       // how long probes may stay unresolved after the writer stops
+	drainStmtRows   = 10_000                 // rows per UPDATE statement that builds the drain backlog
+	drainBatch      = 10_000                 // keys per statement of the drain baseline
+	statusPoll      = 20 * time.Millisecond  // how often Status is polled for live
+	liveTimeout     = 10 * time.Minute       // how long a build may take
+	convergeTimeout = 30 * time.Second       // the bound of one AwaitConverged call
+	convergeMax     = 10 * time.Minute       // how long a benchmark waits for convergence in all
+	fillerWidth     = 84                     // pgbench_accounts' filler is char(84)
+	warmupMax       = 1 * time.Second        // warm-up before each measured write phase
+	drainWorkers    = 2                      // drain workers of the worker clients
+	targetLatency   = 50 * time.Millisecond  // DESIGN: commit-to-target median under 50 ms
+	minPhase        = 100 * time.Millisecond // shortest measured phase
+	quiesceMax      = 30 * time.Second       // longest wait for autovacuum before a measurement
+)
+
+// Options configure Run. Every field works from its zero value.
+type Options struct {
+	// URL is the database to run in. The benchmarks create and drop their
+	// own schemas in it (bench_<name> and bench_<name>_trellis). Empty:
+	// start a throwaway cluster with internal/testpg, give each benchmark a
+	// database of its own, and stop the cluster at the end.
+	URL string
+	// Only is the subset of All to run; empty runs all.
+	Only []string
+	// Rows is the number of source rows of the write and backfill
+	// benchmarks (the latency benchmark uses at most 100,000). Default
+	// 1,000,000.
+	Rows int
+	// Duration is the length of each measured phase of the write benchmark
+	// (it has five) and of the latency benchmark. Default 20s.
+	Duration time.Duration
+	// Changes is the backlog of the drain benchmark: that many distinct
+	// rows are updated while no drain runs. Default 200,000.
+	Changes int
+	// Logf receives progress messages; nil discards them.
+	Logf func(format string, args ...any)
+}
+
+func (o Options) withDefaults() Options {
+	o.Rows = cmp.Or(o.Rows, DefaultRows)
+	o.Duration = cmp.Or(o.Duration, DefaultDuration)
+	o.Changes = cmp.Or(o.Changes, DefaultChanges)
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	for _, n := range o.Only {
+		if !slices.Contains(All, n) {
+			return fmt.Errorf("bench: unknown benchmark %q (known: %s)", n, strings.Join(All, ", "))
+		}
+	}
+	switch {
+	case o.Rows < 1:
+		return errors.New("bench: Options.Rows must be positive")
+	case o.Changes < 1:
+		return errors.New("bench: Options.Changes must be positive")
+	case o.Duration < minPhase:
+		return fmt.Errorf("bench: Options.Duration must be at least %s", minPhase)
+	}
+	return nil
+}
+
+func (o Options) runs(name string) bool {
+	return len(o.Only) == 0 || slices.Contains(o.Only, name)
+}
+
+// Result is one figure: a measurement and the baseline it is compared with,
+// both taken in the same run.
+type Result struct {
+	// Name is the benchmark and variant, e.g. "write/run1".
+	Name string
+	// Baseline and Measured are in Unit.
+	Baseline, Measured float64
+	Unit               string
+	// Ratio is Measured/Baseline. For rates (tx/s, rows/s) higher is
+	// better; for latencies (ms) lower is better. Notes say which.
+	Ratio float64
+	// Notes say what the baseline is and what DESIGN asks for.
+	Notes string
+}
+
+func result(name string, baseline, measured float64, unit, notes string) Result {
+	r := Result{Name: name, Baseline: baseline, Measured: measured, Unit: unit, Notes: notes}
+	if baseline > 0 {
+		r.Ratio = measured / baseline
+	}
+	return r
+}
+
+// Run runs the benchmarks opts selects and prints a report to w. It returns
+// an error when a benchmark fails; the report then holds the figures of
+// those that finished.
+func Run(ctx context.Context, opts Options, w io.Writer) error {
+	_, err := RunResults(ctx, opts, w)
+	return err
+}
+
+// RunResults is Run that also returns the figures.
+func RunResults(ctx context.Context, opts Options, w io.Writer) ([]Result, error) {
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	s := &suite{opts: opts, logf: opts.Logf}
+	if opts.URL == "" {
+		c, err := testpg.Start(ctx, testpg.Options{Logf: opts.Logf})
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err := c.Stop(); err != nil {
+				opts.Logf("bench: stopping the cluster: %v", err)
+			}
+		}()
+		s.cluster = c
+	}
+	header, err := s.describe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintln(w, header)
+
+	benches := []struct {
+		name string
+		fn   func(context.Context, *env) ([]Result, error)
+	}{
+		{Write, s.write}, {Latency, s.latency}, {Drain, s.drain}, {Backfill, s.backfill},
+	}
+	var all []Result
+	var errs []error
+	for _, b := range benches {
+		if !opts.runs(b.name) {
+			continue
+		}
+		begin := time.Now()
+		s.logf("bench %s: starting (load average %s)", b.name, loadAverage())
+		res, err := s.runOne(ctx, b.name, b.fn)
+		all = append(all, res...)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("bench %s: %w", b.name, err))
+			s.logf("bench %s: failed after %s: %v", b.name, time.Since(begin).Round(time.Millisecond), err)
+		} else {
+			s.logf("bench %s: done in %s", b.name, time.Since(begin).Round(time.Millisecond))
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	Print(w, all)
+	return all, errors.Join(errs...)
+}
+
+// Print writes results as an aligned table.
+func Print(w io.Writer, results []Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "benchmark\tbaseline\tmeasured\tunit\tratio\tnotes")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.3f\t%s\n", r.Name, num(r.Baseline), num(r.Measured), r.Unit, r.Ratio, r.Notes)
+	}
+	_ = tw.Flush()
+}
+
+func num(f float64) string {
+	switch {
+	case f >= 100:
+		return fmt.Sprintf("%.0f", f)
+	case f >= 10:
+		return fmt.Sprintf("%.1f", f)
+	default:
+		return fmt.Sprintf("%.2f", f)
+	}
+}
+
+// suite is one Run.
+type suite struct {
+	opts    Options
+	logf    func(string, ...any)
+	cluster *testpg.Cluster // nil when running in Options.URL
+}
+
+func (s *suite) describe(ctx context.Context) (string, error) {
+	url := s.opts.URL
+	if s.cluster != nil {
+		url = s.cluster.URL("postgres")
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return "", fmt.Errorf("bench: connecting: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var version, fsync, syncCommit string
+	if err := conn.QueryRow(ctx, "SELECT current_setting('server_version'), current_setting('fsync'), current_setting('synchronous_commit')").
+		Scan(&version, &fsync, &syncCommit); err != nil {
+		return "", fmt.Errorf("bench: reading the server's version: %w", err)
+	}
+	where := "throwaway cluster"
+	if s.cluster == nil {
+		where = "Options.URL"
+	}
+	return fmt.Sprintf("trellis benchmarks: PostgreSQL %s (%s, fsync=%s, synchronous_commit=%s), %d CPUs, load average %s, rows %d, changes %d, phase %s",
+		version, where, fsync, syncCommit, runtime.NumCPU(), loadAverage(), s.opts.Rows, s.opts.Changes, s.opts.Duration), nil
+}
+
+func (s *suite) runOne(ctx context.Context, name string, fn func(context.Context, *env) ([]Result, error)) ([]Result, error) {
+	e, err := s.newEnv(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer e.close()
+	return fn(ctx, e)
+}
+
+// env is one benchmark's database and schemas.
+type env struct {
+	s       *suite
+	name    string
+	url     string
+	schema  string // sources and targets
+	catalog string // the Trellis instance's catalog
+	pool    *pgxpool.Pool
+	dbName  string // database created for the benchmark; "" in Options.URL
+}
+
+func (s *suite) newEnv(ctx context.Context, name string) (*env, error) {
+	e := &env{s: s, name: name, url: s.opts.URL, schema: "bench_" + name, catalog: "bench_" + name + "_trellis"}
+	if s.cluster != nil {
+		e.dbName = "bench_" + name
+		if err := s.cluster.DropDatabase(ctx, e.dbName); err != nil {
+			return nil, err
+		}
+		url, err := s.cluster.CreateDatabase(ctx, e.dbName)
+		if err != nil {
+			return nil, err
+		}
+		e.url = url
+	}
+	pool, err := pgxpool.New(ctx, e.url)
+	if err != nil {
+		return nil, fmt.Errorf("connecting: %w", err)
+	}
+	e.pool = pool
+	if err := e.dropSchemas(ctx); err != nil {
+		e.close()
+		return nil, err
+	}
+	if err := e.exec(ctx, "CREATE SCHEMA "+e.schema); err != nil {
+		e.close()
+		return nil, err
+	}
+	if err := e.migrate(ctx); err != nil {
+		e.close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *env) dropSchemas(ctx context.Context) error {
+	return e.exec(ctx, fmt.Sprintf("DROP SCHEMA IF EXISTS %s, %s CASCADE", e.schema, e.catalog))
+}
+
+func (e *env) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if e.dbName != "" {
+		e.pool.Close()
+		if err := e.s.cluster.DropDatabase(ctx, e.dbName); err != nil {
+			e.s.logf("bench %s: dropping database %s: %v", e.name, e.dbName, err)
+		}
+		return
+	}
+	if err := e.dropSchemas(ctx); err != nil {
+		e.s.logf("bench %s: dropping its schemas: %v", e.name, err)
+	}
+	e.pool.Close()
+}
+
+func (e *env) logf(format string, args ...any) {
+	e.s.logf("bench "+e.name+": "+format, args...)
+}
+
+func (e *env) exec(ctx context.Context, sql string, args ...any) error {
+	if _, err := e.pool.Exec(ctx, sql, args...); err != nil {
+		return fmt.Errorf("%s: %w", firstLine(sql), err)
+	}
+	return nil
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i] + " ..."
+	}
+	return s
+}
+
+// table is a schema-qualified name in the benchmark's schema (the names
+// used here need no quoting).
+func (e *env) table(name string) string { return e.schema + "." + name }
+
+// createSource creates bench_src(id bigint primary key, v int, filler text)
+// with rows rows (ids 1..rows, v 0), vacuumed and analysed.
+func (e *env) createSource(ctx context.Context, rows int) error {
+	begin := time.Now()
+	src := e.table("bench_src")
+	for _, q := range []string{
+		fmt.Sprintf("CREATE TABLE %s (id bigint NOT NULL, v int NOT NULL, filler text)", src),
+		fmt.Sprintf("INSERT INTO %s SELECT g, 0, repeat('x', %d) FROM generate_series(1, %d) g", src, fillerWidth, rows),
+		fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (id)", src),
+		fmt.Sprintf("VACUUM (ANALYZE) %s", src),
+	} {
+		if err := e.exec(ctx, q); err != nil {
+			return err
+		}
+	}
+	e.checkpoint(ctx)
+	e.logf("created %s with %d rows in %s", src, rows, time.Since(begin).Round(time.Millisecond))
+	return nil
+}
+
+// checkpoint runs CHECKPOINT so that one does not land in a measurement; a
+// role that may not is not an error.
+func (e *env) checkpoint(ctx context.Context) {
+	if _, err := e.pool.Exec(ctx, "CHECKPOINT"); err != nil {
+		e.logf("CHECKPOINT failed (measurements may be noisier): %v", err)
+	}
+}
+
+// connect opens a Trellis client of the benchmark's instance.
+func (e *env) connect(ctx context.Context, staging bool, workers int) (*trellis.Client, error) {
+	return trellis.Connect(ctx, trellis.Options{
+		URL:          e.url,
+		Schema:       e.catalog,
+		TargetSchema: e.schema,
+		Staging:      staging,
+		DrainWorkers: workers,
+		Logger:       slog.New(slog.DiscardHandler),
+	})
+}
+
+// transform is the benchmarks' definition: a projection of bench_src.
+func (e *env) transform() string {
+	return fmt.Sprintf("TRANSFORM %s FROM %s SELECT v AS v", e.table("bench_tgt"), e.table("bench_src"))
+}
+
+// migrate creates the benchmark's Trellis catalog.
+func (e *env) migrate(ctx context.Context) error {
+	c, err := e.connect(ctx, false, 0)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close() }()
+	if err := c.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrating: %w", err)
+	}
+	return nil
+}
+
+// define defines the transform and waits until it is live. It returns how
+// long Define to live took.
+func (e *env) define(ctx context.Context, c *trellis.Client) (time.Duration, error) {
+	// The first statement a process parses pays for starting the parser
+	// (about 1.5 s); a statement that does not parse warms it up without
+	// touching the database, so the timing below is the build's alone.
+	if _, err := c.Define(ctx, "TRANSFORM"); err == nil || (trellis.CodeOf(err) != trellis.CodeParse && trellis.CodeOf(err) != trellis.CodeValidation) {
+		return 0, fmt.Errorf("warming up the parser: want a parse error, got %v", err)
+	}
+	e.quiesce(ctx)
+	begin := time.Now()
+	target, err := c.Define(ctx, e.transform())
+	if err != nil {
+		return 0, fmt.Errorf("defining: %w", err)
+	}
+	if err := waitLive(ctx, c, target); err != nil {
+		return 0, err
+	}
+	took := time.Since(begin)
+	// Analyse the new target, as autovacuum would within a minute: without
+	// statistics the drain's recompute can pick a plan that reads the whole
+	// target (see the package's report). The benchmarks measure the steady
+	// state, not that first minute.
+	if err := e.exec(ctx, "ANALYZE "+target); err != nil {
+		return 0, err
+	}
+	return took, nil
+}
+
+// quiesce waits (at most quiesceMax) until no autovacuum worker runs in the
+// database, so that one started by the previous step does not land in the
+// next measurement. It is best effort.
+func (e *env) quiesce(ctx context.Context) {
+	deadline := time.Now().Add(quiesceMax)
+	for {
+		var n int
+		err := e.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE backend_type = 'autovacuum worker' AND datname = current_database()`).Scan(&n)
+		if err != nil || n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.logf("autovacuum still running after %s; measuring anyway", quiesceMax)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// waitLive polls Status every 20 ms until the transform is live.
+func waitLive(ctx context.Context, c *trellis.Client, target string) error {
+	ctx, cancel := context.WithTimeout(ctx, liveTimeout)
+	defer cancel()
+	t := time.NewTicker(statusPoll)
+	defer t.Stop()
+	var last *trellis.Status
+	for {
+		st, err := c.Status(ctx, target)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			return fmt.Errorf("reading the status of %s: %w", target, err)
+		case st == nil && err == nil:
+			return fmt.Errorf("no transform writes %s", target)
+		case st != nil && st.State == trellis.StateLive:
+			return nil
+		case st != nil && st.State == trellis.StatePaused:
+			return fmt.Errorf("%s is paused: %s", target, st.PausedReason)
+		}
+		if st != nil {
+			last = st
+		}
+		select {
+		case <-ctx.Done():
+			msg := "no status"
+			if last != nil {
+				msg = fmt.Sprintf("state %s, %d rows built", last.State, last.BuildRows)
+				if f := last.BackfillFailure; f != nil {
+					msg += ", build failing: " + f.LastError
+				}
+			}
+			return fmt.Errorf("%s did not get live within %s (%s): %w", target, liveTimeout, msg, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// converge waits until every change committed before the call has reached
+// the targets, calling AwaitConverged until it succeeds.
+func converge(ctx context.Context, c *trellis.Client) error {
+	token, err := c.WatermarkToken(ctx)
+	if err != nil {
+		return fmt.Errorf("taking a watermark: %w", err)
+	}
+	deadline := time.Now().Add(convergeMax)
+	for {
+		err := c.AwaitConverged(ctx, token, convergeTimeout)
+		if err == nil {
+			return nil
+		}
+		if trellis.CodeOf(err) != trellis.CodeTimeout || time.Now().After(deadline) {
+			return fmt.Errorf("waiting for convergence: %w", err)
+		}
+	}
+}
+
+// mismatches counts source rows whose target row is missing or differs.
+func (e *env) mismatches(ctx context.Context) (int64, error) {
+	var n int64
+	err := e.pool.QueryRow(ctx, fmt.Sprintf(
+		"SELECT count(*) FROM %s s LEFT JOIN %s t USING (id) WHERE t.v IS DISTINCT FROM s.v",
+		e.table("bench_src"), e.table("bench_tgt"))).Scan(&n)
+	return n, err
+}
+
+// loadAverage is the 1-minute load average, "?" where it cannot be read.
+// Other work on the machine is the main source of noise.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return "?"
+	}
+	return f[0]
+}
+
+// quantile returns the q-quantile (0..1) of sorted values (nearest rank).
+func quantile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return math.NaN()
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func sortedMillis(ds []time.Duration) []float64 {
+	out := make([]float64, len(ds))
+	for i, d := range ds {
+		out[i] = ms(d)
+	}
+	sort.Float64s(out)
+	return out
+}

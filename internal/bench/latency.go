@@ -1,0 +1,212 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// probe is one write the poller waits to see in the target.
+type probe struct {
+	id, v     int64
+	committed time.Time // when the writer's UPDATE returned
+}
+
+// latency measures commit-to-target latency at a steady 500 writes/s: one
+// writer paced by a ticker sets a fresh value on a random row and records
+// when its commit returned; a poller looks for the outstanding values in
+// the target every millisecond (one query for all of them) and records when
+// it first saw each. The baseline is the writer's own commit latency.
+func (s *suite) latency(ctx context.Context, e *env) ([]Result, error) {
+	rows := min(s.opts.Rows, latencyRows)
+	if err := e.createSource(ctx, rows); err != nil {
+		return nil, err
+	}
+	c, err := e.connect(ctx, true, drainWorkers)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = c.Close() }()
+	if _, err := e.define(ctx, c); err != nil {
+		return nil, err
+	}
+	e.checkpoint(ctx)
+	e.quiesce(ctx)
+
+	writer, err := pgx.Connect(ctx, e.url)
+	if err != nil {
+		return nil, err
+	}
+	defer writer.Close(context.WithoutCancel(ctx))
+	poller, err := pgx.Connect(ctx, e.url)
+	if err != nil {
+		return nil, err
+	}
+	defer poller.Close(context.WithoutCancel(ctx))
+
+	probes := make(chan probe, latencyRate*int(latencyGrace/time.Second+s.opts.Duration/time.Second+1))
+	type pollResult struct {
+		delays     []time.Duration
+		unresolved int
+		queries    int
+		err        error
+	}
+	done := make(chan pollResult, 1)
+	go func() {
+		var r pollResult
+		r.delays, r.unresolved, r.queries, r.err = poll(ctx, poller, e.table("bench_tgt"), probes)
+		done <- r
+	}()
+
+	upd := fmt.Sprintf("UPDATE %s SET v = $2 WHERE id = $1", e.table("bench_src"))
+	rng := rand.New(rand.NewPCG(1, 2))
+	var commits []time.Duration
+	tick := time.NewTicker(time.Second / latencyRate)
+	begin := time.Now()
+	deadline := begin.Add(s.opts.Duration)
+	var werr error
+	for v := int64(1); time.Now().Before(deadline); v++ {
+		<-tick.C
+		id := rng.Int64N(int64(rows)) + 1
+		start := time.Now()
+		if _, err := writer.Exec(ctx, upd, id, v); err != nil {
+			werr = fmt.Errorf("writing: %w", err)
+			break
+		}
+		end := time.Now()
+		commits = append(commits, end.Sub(start))
+		probes <- probe{id: id, v: v, committed: end}
+	}
+	tick.Stop()
+	elapsed := time.Since(begin)
+	close(probes)
+	pr := <-done
+	if werr != nil {
+		return nil, werr
+	}
+	if pr.err != nil {
+		return nil, pr.err
+	}
+	if pr.unresolved > 0 {
+		return nil, fmt.Errorf("%d of %d writes did not reach the target within %s after the writer stopped", pr.unresolved, len(commits), latencyGrace)
+	}
+	if len(pr.delays) == 0 {
+		return nil, fmt.Errorf("no write was measured")
+	}
+	rate := float64(len(commits)) / elapsed.Seconds()
+	target, commit := sortedMillis(pr.delays), sortedMillis(commits)
+	p50, p99 := quantile(target, 0.5), quantile(target, 0.99)
+	e.logf("%d writes at %.0f/s; commit-to-target p50 %.2f ms, p99 %.2f ms, max %.2f ms; commit p50 %.2f ms; %d poll queries",
+		len(commits), rate, p50, p99, target[len(target)-1], quantile(commit, 0.5), pr.queries)
+	ctxNote := fmt.Sprintf("%d writes at %.0f/s; lower is better", len(commits), rate)
+	return []Result{
+		result("latency/p50", quantile(commit, 0.5), p50, "ms",
+			fmt.Sprintf("commit-to-target vs the writer's own commit latency; %s; %.2f of DESIGN's 50 ms median bar", ctxNote, p50/ms(targetLatency))),
+		result("latency/p99", quantile(commit, 0.99), p99, "ms",
+			fmt.Sprintf("commit-to-target vs the writer's own commit latency; max %.1f ms", target[len(target)-1])),
+	}, nil
+}
+
+// poll resolves probes until the channel is closed and every probe is
+// resolved, or latencyGrace after the close. A probe is resolved when its
+// row's v in the target is at least the probe's value (values only grow).
+// The delay is measured to the end of the poll query that saw it, so it
+// errs high by at most one poll.
+func poll(ctx context.Context, conn *pgx.Conn, target string, probes <-chan probe) (delays []time.Duration, unresolved, queries int, err error) {
+	q := fmt.Sprintf("SELECT id, v FROM %s WHERE id = ANY($1)", target)
+	out := map[int64][]probe{}
+	n := 0
+	open := true
+	var giveUp time.Time
+	add := func(p probe) {
+		out[p.id] = append(out[p.id], p)
+		n++
+	}
+	tick := time.NewTicker(latencyPoll)
+	defer tick.Stop()
+	ids := make([]int64, 0, 1024)
+	for {
+		// Take in every probe sent so far; block when there is nothing to poll for.
+		for open {
+			if n == 0 {
+				p, ok := <-probes
+				if !ok {
+					open = false
+					break
+				}
+				add(p)
+				continue
+			}
+			select {
+			case p, ok := <-probes:
+				if !ok {
+					open = false
+					break
+				}
+				add(p)
+				continue
+			default:
+			}
+			break
+		}
+		if !open {
+			if n == 0 {
+				return delays, 0, queries, nil
+			}
+			if giveUp.IsZero() {
+				giveUp = time.Now().Add(latencyGrace)
+			} else if time.Now().After(giveUp) {
+				return delays, n, queries, nil
+			}
+		}
+		ids = ids[:0]
+		for id := range out {
+			ids = append(ids, id)
+		}
+		rows, err := conn.Query(ctx, q, ids)
+		if err != nil {
+			return nil, 0, queries, fmt.Errorf("polling the target: %w", err)
+		}
+		queries++
+		type seen struct{ id, v int64 }
+		var got []seen
+		for rows.Next() {
+			var s seen
+			if err := rows.Scan(&s.id, &s.v); err != nil {
+				rows.Close()
+				return nil, 0, queries, err
+			}
+			got = append(got, s)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, 0, queries, fmt.Errorf("polling the target: %w", err)
+		}
+		now := time.Now()
+		for _, s := range got {
+			ps := out[s.id]
+			keep := ps[:0]
+			for _, p := range ps {
+				if s.v >= p.v {
+					delays = append(delays, now.Sub(p.committed))
+					n--
+				} else {
+					keep = append(keep, p)
+				}
+			}
+			if len(keep) == 0 {
+				delete(out, s.id)
+			} else {
+				out[s.id] = keep
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, 0, queries, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
