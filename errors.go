@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/trellis-pg/trellis/internal/errs"
+	"github.com/trellis-pg/trellis/internal/grammar"
 )
 
 // Code classifies an Error. The set is closed: these constants are all the
@@ -41,7 +42,11 @@ const (
 type Error struct {
 	Code    Code
 	Message string
-	err     error
+	// Line and Column locate a statement error (CodeParse, and a
+	// CodeValidation from the grammar's rules) in the statement text,
+	// 1-based; 0 when the error has no position.
+	Line, Column int
+	err          error
 }
 
 func (e *Error) Error() string { return "trellis: " + e.Message }
@@ -78,7 +83,12 @@ func translate(ctx context.Context, op string, err error) error {
 	}
 	var ee *errs.Error
 	if errors.As(err, &ee) {
-		return &Error{Code: Code(ee.Code), Message: ee.Error()}
+		out := &Error{Code: Code(ee.Code), Message: ee.Error()}
+		var ge *grammar.Error
+		if errors.As(err, &ge) {
+			out.Line, out.Column = ge.Line, ge.Column
+		}
+		return out
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {

@@ -145,3 +145,19 @@ func (e *env) assertMatches(target, recompute string) {
 		e.t.Fatalf("%s differs from a fresh recompute: it lacks %d rows (e.g. %v) and has %d extra (e.g. %v)", target, missing, lacks, extra, has)
 	}
 }
+
+// waitCorrecting polls Status until it lists corrections, and returns it.
+func (e *env) waitCorrecting(c *trellis.Client, target string) *trellis.Status {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		st, err := c.Status(e.ctx, target)
+		require.NoError(e.t, err)
+		if st != nil && len(st.Correcting) > 0 {
+			return st
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	e.t.Fatalf("%s never listed a correction", target)
+	return nil
+}

@@ -294,12 +294,7 @@ func (c *Client) Migrate(ctx context.Context) error {
 // client's own connections, and reports what it did. A statement that does
 // not parse is a CodeParse error and applies nothing.
 func (c *Client) Apply(ctx context.Context, statement string) (Applied, error) {
-	var res engine.Result
-	err := c.call(ctx, "applying a statement", func(ctx context.Context) error {
-		var err error
-		res, err = c.eng.Apply(ctx, statement, false)
-		return err
-	})
+	res, err := c.apply(ctx, "applying a statement", statement, false)
 	if err != nil {
 		return nil, err
 	}
@@ -323,13 +318,40 @@ func (c *Client) Apply(ctx context.Context, statement string) (Applied, error) {
 // StateWaitingToBackfill; poll Status for StateLive. Any other statement
 // form is refused with CodeValidation before anything is applied.
 func (c *Client) Define(ctx context.Context, statement string) (string, error) {
+	res, err := c.apply(ctx, "defining a transform", statement, true)
+	return res.Target, err
+}
+
+// apply parses a statement, then runs it within the call's deadline. The
+// parse needs no database; the first one in a process initialises the
+// parser, which is not charged to the call's deadline.
+func (c *Client) apply(ctx context.Context, op, statement string, onlyTransform bool) (engine.Result, error) {
+	if c.closed.Load() {
+		return engine.Result{}, errClosed
+	}
+	st, err := engine.Parse(statement)
+	if err != nil {
+		return engine.Result{}, translate(ctx, op, err)
+	}
 	var res engine.Result
-	err := c.call(ctx, "defining a transform", func(ctx context.Context) error {
+	err = c.call(ctx, op, func(ctx context.Context) error {
 		var err error
-		res, err = c.eng.Apply(ctx, statement, true)
+		res, err = c.eng.ApplyParsed(ctx, st, statement, onlyTransform)
 		return err
 	})
-	return res.Target, err
+	return res, err
+}
+
+// RequestBackfill re-reads a captured source table ("orders" or
+// "public.orders", resolved like a name in a statement) and re-derives every
+// transform reading it: each reports StateBackfilling until its target
+// agrees with the source again, target rows nothing backs any more deleted.
+// It returns once the rebuild is queued. A table Trellis does not capture is
+// refused with CodeValidation.
+func (c *Client) RequestBackfill(ctx context.Context, sourceTable string) error {
+	return c.call(ctx, "requesting a backfill", func(ctx context.Context) error {
+		return c.eng.RequestBackfill(ctx, sourceTable)
+	})
 }
 
 // Status reports the transform that writes target ("order_totals" or
@@ -350,6 +372,17 @@ func (c *Client) Status(ctx context.Context, target string) (*Status, error) {
 			PausedReason:       t.PausedReason,
 			BackfillingColumns: info.BackfillingColumns,
 			BuildRows:          t.BuildRows,
+		}
+		st.PausedUpstreamColumns = info.PausedUpstream
+		if st.State == StateLive && len(st.PausedUpstreamColumns) > 0 {
+			st.State = StateCatchingUp
+		}
+		for _, g := range info.IndexGaps {
+			st.SourceIndexGaps = append(st.SourceIndexGaps, SourceIndexGap{Table: g.Table, Columns: g.Columns,
+				Role: IndexRole(g.Role), OptedOut: g.OptedOut, Fix: g.Fix})
+		}
+		for _, c := range info.Corrections {
+			st.Correcting = append(st.Correcting, CorrectingNode{Node: c.Node, Since: c.Since})
 		}
 		if d := info.DrainFailure; d != nil {
 			st.DrainFailure = &DrainFailure{SegSeq: d.SegSeq, Tables: d.Tables, Error: d.Error, SQLState: d.SQLState,

@@ -311,12 +311,18 @@ func (s *suite) newEnv(ctx context.Context, name string) (*env, error) {
 	}
 	e.pool = pool
 	if err := e.dropSchemas(ctx); err != nil {
-		e.close()
+		e.pool.Close()
 		return nil, err
 	}
-	if err := e.exec(ctx, "CREATE SCHEMA "+e.schema); err != nil {
-		e.close()
-		return nil, err
+	for _, sc := range []string{e.schema, e.catalog} {
+		if err := e.exec(ctx, "CREATE SCHEMA "+sc); err != nil {
+			e.close()
+			return nil, err
+		}
+		if err := e.exec(ctx, fmt.Sprintf("COMMENT ON SCHEMA %s IS '%s'", sc, schemaMarker)); err != nil {
+			e.close()
+			return nil, err
+		}
 	}
 	if err := e.migrate(ctx); err != nil {
 		e.close()
@@ -325,8 +331,32 @@ func (s *suite) newEnv(ctx context.Context, name string) (*env, error) {
 	return e, nil
 }
 
+// schemaMarker is the comment on the schemas the benchmarks create: only
+// schemas that carry it are ever dropped.
+const schemaMarker = "created by the trellis benchmarks (internal/bench); dropped when they end"
+
+// dropSchemas drops the benchmark's schemas left by an earlier run. A
+// schema of that name that the benchmarks did not create is an error, not
+// dropped.
 func (e *env) dropSchemas(ctx context.Context) error {
-	return e.exec(ctx, fmt.Sprintf("DROP SCHEMA IF EXISTS %s, %s CASCADE", e.schema, e.catalog))
+	for _, sc := range []string{e.schema, e.catalog} {
+		var exists bool
+		var comment *string
+		err := e.pool.QueryRow(ctx, `SELECT true, obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = $1`, sc).Scan(&exists, &comment)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if comment == nil || *comment != schemaMarker {
+			return fmt.Errorf("schema %s exists and was not created by the benchmarks: drop it or run them in another database", sc)
+		}
+		if err := e.exec(ctx, "DROP SCHEMA "+sc+" CASCADE"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (e *env) close() {

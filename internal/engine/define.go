@@ -278,6 +278,7 @@ func buildSpec(s *grammar.Transform, sides []*side) (plan.Spec, [][]string, erro
 		}
 	}
 	var reads []grammar.ColumnRef
+	var joinedReads []string
 	for _, it := range s.Select {
 		reads = append(reads, it.Columns...)
 	}
@@ -290,6 +291,9 @@ func buildSpec(s *grammar.Transform, sides []*side) (plan.Spec, [][]string, erro
 		}
 		if i == 0 && !slices.Contains(spec.Reads, r.Column) {
 			spec.Reads = append(spec.Reads, r.Column)
+		}
+		if i == 1 && !slices.Contains(joinedReads, r.Column) {
+			joinedReads = append(joinedReads, r.Column)
 		}
 	}
 	if len(sides) == 2 {
@@ -336,6 +340,7 @@ func buildSpec(s *grammar.Transform, sides []*side) (plan.Spec, [][]string, erro
 		if groupSide < 0 {
 			return spec, nil, errs.New(errs.Validation, "GROUP BY needs at least one column")
 		}
+		spec.GroupJoined = groupSide == 1
 		for _, g := range s.GroupBy {
 			idx := slices.IndexFunc(items, func(it grammar.SelectItem) bool { return it.Expr == g })
 			if idx < 0 {
@@ -384,6 +389,15 @@ func buildSpec(s *grammar.Transform, sides []*side) (plan.Spec, [][]string, erro
 	spec.Source.Needs = needs[0]
 	if spec.Join != nil {
 		spec.Join.Source.Needs = needs[1]
+		for _, on := range spec.Join.On {
+			if !slices.Contains(joinedReads, on.Joined) {
+				joinedReads = append(joinedReads, on.Joined)
+			}
+			if !slices.Contains(spec.Reads, on.From) {
+				spec.Reads = append(spec.Reads, on.From)
+			}
+		}
+		spec.Join.Source.Reads = joinedReads
 	}
 	return spec, needs, nil
 }

@@ -45,14 +45,30 @@ type Result struct {
 // Apply parses and runs one statement. With onlyTransform, anything but a
 // TRANSFORM is refused before anything is applied.
 func (e *Engine) Apply(ctx context.Context, text string, onlyTransform bool) (Result, error) {
+	st, err := Parse(text)
+	if err != nil {
+		return Result{}, err
+	}
+	return e.ApplyParsed(ctx, st, text, onlyTransform)
+}
+
+// Parse parses a statement into an engine error on failure: CodeParse for
+// text off the grammar, CodeValidation for a rule it breaks. It needs no
+// database; its first call in a process initialises the parser.
+func Parse(text string) (grammar.Statement, error) {
 	st, err := grammar.Parse(text)
 	if err != nil {
 		var ge *grammar.Error
 		if errors.As(err, &ge) && ge.Kind == grammar.Invalid {
-			return Result{}, &errs.Error{Code: errs.Validation, Msg: ge.Error(), Err: err}
+			return nil, &errs.Error{Code: errs.Validation, Msg: ge.Error(), Err: err}
 		}
-		return Result{}, &errs.Error{Code: errs.Parse, Msg: err.Error(), Err: err}
+		return nil, &errs.Error{Code: errs.Parse, Msg: err.Error(), Err: err}
 	}
+	return st, nil
+}
+
+// ApplyParsed runs a parsed statement.
+func (e *Engine) ApplyParsed(ctx context.Context, st grammar.Statement, text string, onlyTransform bool) (Result, error) {
 	if _, ok := st.(*grammar.Transform); onlyTransform && !ok {
 		return Result{}, errs.New(errs.Validation, "only TRANSFORM statements can be defined; use Apply for PAUSE, RESUME, DROP and ALTER")
 	}
@@ -227,7 +243,11 @@ func (e *Engine) pause(ctx context.Context, a grammar.Address) (Result, error) {
 			return err
 		}
 		if col != "" {
-			return errs.New(errs.Validation, "pausing one column (%s.%s) is not supported yet: pause the whole transform", t.Target.Name, col)
+			if err := e.setColumnPaused(ctx, tx, t, col, true); err != nil {
+				return err
+			}
+			res = Result{Kind: "paused", Target: t.Target.String(), Addresses: []string{t.Target.Name + "." + col}}
+			return e.Cat.BumpGen(ctx, tx)
 		}
 		if _, err := tx.Exec(ctx, e.Cat.SQL(sqlSetPaused), t.ID, "paused by PAUSE TRANSFORM"); err != nil {
 			return err
@@ -245,10 +265,33 @@ func (e *Engine) resume(ctx context.Context, a grammar.Address) (Result, error) 
 		if err != nil {
 			return err
 		}
-		if col != "" {
-			return errs.New(errs.Validation, "resuming one column (%s.%s) is not supported yet: resume the whole transform", t.Target.Name, col)
-		}
 		res = Result{Kind: "resumed", Target: t.Target.String(), Addresses: []string{}}
+		if col != "" {
+			i := slices.IndexFunc(t.Spec.Columns, func(c plan.Column) bool { return c.Name == col })
+			if i < 0 || !t.Spec.Columns[i].Paused {
+				if i < 0 {
+					return errs.New(errs.NotFound, "%s has no column %s", t.Target, col)
+				}
+				return nil
+			}
+			if err := e.setColumnPaused(ctx, tx, t, col, false); err != nil {
+				return err
+			}
+			// Re-derive the column for every row.
+			if _, err := tx.Exec(ctx, e.Cat.SQL(sqlColumnBuild), t.ID, col); err != nil {
+				return err
+			}
+			if t.State != catalog.StatePaused {
+				if _, err := tx.Exec(ctx, e.Cat.SQL(sqlSetRebuild), t.ID, catalog.StateBackfilling); err != nil {
+					return err
+				}
+			}
+			res.Addresses = []string{t.Target.Name + "." + col}
+			if err := e.Cat.BumpGen(ctx, tx); err != nil {
+				return err
+			}
+			return e.notifyStaging(ctx, tx)
+		}
 		if t.State != catalog.StatePaused {
 			return nil
 		}
@@ -429,6 +472,60 @@ func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (Result, error) {
 	return res, err
 }
 
+// setColumnPaused marks one column of a transform paused or not.
+func (e *Engine) setColumnPaused(ctx context.Context, tx pgx.Tx, t *catalog.Transform, col string, paused bool) error {
+	spec := t.Spec
+	i := slices.IndexFunc(spec.Columns, func(c plan.Column) bool { return c.Name == col })
+	if i < 0 {
+		if slices.Contains(t.Plan().KeyNames(), col) {
+			return errs.New(errs.Validation, "column %s is the key of %s: pause the whole transform instead", col, t.Target)
+		}
+		return errs.New(errs.NotFound, "%s has no column %s", t.Target, col)
+	}
+	spec.Columns = slices.Clone(spec.Columns)
+	spec.Columns[i].Paused = paused
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, e.Cat.SQL(sqlSetSpec), t.ID, raw)
+	return err
+}
+
+// RequestBackfill re-derives every transform reading a captured source.
+func (e *Engine) RequestBackfill(ctx context.Context, table string) error {
+	return e.inTx(ctx, func(tx pgx.Tx) error {
+		n := grammar.Name{Name: table}
+		if s, t, ok := strings.Cut(table, "."); ok {
+			n = grammar.Name{Schema: s, Name: t}
+		}
+		rel, err := e.resolve(ctx, tx, n, e.TargetSchema)
+		if err != nil {
+			return err
+		}
+		if rel == nil {
+			return errs.New(errs.NotFound, "table %s does not exist", table)
+		}
+		tag, err := tx.Exec(ctx, e.Cat.SQL(sqlRequestBackfill), rel.schema, rel.name)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			var captured bool
+			if err := tx.QueryRow(ctx, e.Cat.SQL(sqlIsCaptured), rel.schema, rel.name).Scan(&captured); err != nil {
+				return err
+			}
+			if !captured {
+				return errs.New(errs.Validation, "table %s.%s is not captured by Trellis: only a table a transform reads can be re-read", rel.schema, rel.name)
+			}
+		}
+		if err := e.Cat.BumpGen(ctx, tx); err != nil {
+			return err
+		}
+		return e.notifyStaging(ctx, tx)
+	})
+}
+
 func refsOf(cols []string) []grammar.ColumnRef {
 	out := make([]grammar.ColumnRef, len(cols))
 	for i, c := range cols {
@@ -442,6 +539,9 @@ type StatusInfo struct {
 	Transform          *catalog.Transform
 	BackfillingColumns []string
 	DrainFailure       *DrainFailure
+	IndexGaps          []IndexGap
+	Corrections        []Correction
+	PausedUpstream     []string
 }
 
 // DrainFailure is a page that keeps failing.
@@ -477,6 +577,15 @@ func (e *Engine) Status(ctx context.Context, target string) (*StatusInfo, error)
 		df.Since, df.LastSeen = df.Since.UTC(), df.LastSeen.UTC()
 		info.DrainFailure = &df
 	case !errors.Is(err, pgx.ErrNoRows):
+		return nil, err
+	}
+	if info.IndexGaps, err = e.IndexGaps(ctx, e.Pool, t.Spec); err != nil {
+		return nil, err
+	}
+	if info.Corrections, err = e.Corrections(ctx, e.Pool, t.ID); err != nil {
+		return nil, err
+	}
+	if info.PausedUpstream, err = e.PausedUpstream(ctx, t); err != nil {
 		return nil, err
 	}
 	return info, nil

@@ -76,6 +76,23 @@ ORDER BY p.id LIMIT 1`
 
 	sqlNotify = `SELECT pg_notify($1, '')`
 
+	// Every live or building reader of a captured source is rebuilt.
+	sqlRequestBackfill = `
+UPDATE %[1]s.transforms t SET state = 'backfilling', state_since = clock_timestamp(), build_kind = 'rebuild',
+    build_cursor = NULL, build_started = NULL
+FROM %[1]s.transform_sources ts JOIN %[1]s.sources s ON s.id = ts.source_id
+WHERE ts.transform_id = t.id AND s.schema_name = $1 AND s.table_name = $2 AND s.capture_state = 'installed'
+  AND t.state <> 'paused'`
+	sqlIsCaptured = `SELECT EXISTS (SELECT 1 FROM %[1]s.sources WHERE schema_name = $1 AND table_name = $2 AND capture_state = 'installed')`
+
+	// The leading columns (or expressions) of every valid index of a table.
+	sqlIndexLeads = `
+SELECT array_agg(pg_get_indexdef(i.indexrelid, k.n, true) ORDER BY k.n)
+FROM pg_index i CROSS JOIN LATERAL generate_series(1, $2::int) AS k(n)
+WHERE i.indrelid = to_regclass($1) AND i.indisvalid AND i.indnkeyatts >= $2::int AND i.indpred IS NULL
+GROUP BY i.indexrelid`
+	sqlCorrections = `SELECT node, since FROM %[1]s.corrections WHERE transform_id = $1 ORDER BY since, node`
+
 	// Liveness: a granted advisory lock in this database.
 	sqlLockHeld = `
 SELECT EXISTS (SELECT 1 FROM pg_locks

@@ -22,6 +22,8 @@ type Spec struct {
 	Columns []Column `json:"columns"`
 	// GroupBy are the GROUP BY expressions, in the order of Key.
 	GroupBy []string `json:"group_by,omitempty"`
+	// GroupJoined says the GROUP BY expressions read the joined table.
+	GroupJoined bool `json:"group_joined,omitempty"`
 	Where   string   `json:"where,omitempty"`
 	// WithoutSourceIndex records the opt-out of WITHOUT SOURCE INDEX.
 	WithoutSourceIndex bool `json:"without_source_index,omitempty"`
@@ -41,6 +43,9 @@ type Source struct {
 	// Needs are the columns whose old values this transform needs captured
 	// (GROUP BY and JOIN columns).
 	Needs []string `json:"needs,omitempty"`
+	// Reads are the columns of this table the definition reads (the FROM
+	// table's are in Spec.Reads).
+	Reads []string `json:"reads,omitempty"`
 }
 
 // Join is the joined side of a JOIN transform.

@@ -341,7 +341,15 @@ func (w *Worker) checkPartitions(ctx context.Context) error {
 		for _, p := range now {
 			if !slices.Contains(x.known, p) {
 				added = append(added, p)
-				changed = append(changed, p)
+				// A new partition that is empty (created, not attached with
+				// rows) needs no correction: its row triggers came with it.
+				var has bool
+				if err := w.Pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+p+")").Scan(&has); err != nil {
+					return err
+				}
+				if has {
+					changed = append(changed, p)
+				}
 			}
 		}
 		for _, p := range x.known {
@@ -349,7 +357,7 @@ func (w *Worker) checkPartitions(ctx context.Context) error {
 				changed = append(changed, p)
 			}
 		}
-		if len(changed) == 0 {
+		if len(added) == 0 && len(changed) == 0 {
 			continue
 		}
 		err = capture.WithLock(ctx, w.Pool, nil, func(tx pgx.Tx) error {
@@ -362,6 +370,9 @@ func (w *Worker) checkPartitions(ctx context.Context) error {
 			}
 			if _, err := tx.Exec(ctx, w.Cat.SQL(sqlSetPartitions), x.s.ID, now); err != nil {
 				return err
+			}
+			if len(changed) == 0 {
+				return nil
 			}
 			_, err := tx.Exec(ctx, w.Cat.SQL(sqlCorrect), x.s.ID, changed)
 			return err

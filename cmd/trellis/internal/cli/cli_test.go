@@ -1,0 +1,447 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/trellis-pg/trellis"
+	"github.com/trellis-pg/trellis/cmd/trellis/internal/cli"
+	"github.com/trellis-pg/trellis/internal/grammar"
+	"github.com/trellis-pg/trellis/internal/testpg"
+)
+
+func TestMain(m *testing.M) {
+	warmParser()
+	code := testpg.Main(m)
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck")); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// warmParser pays the parser's start-up before the tests run. Its first
+// call in a process compiles PostgreSQL's parser (WebAssembly), about 2s per
+// parser instance normally but over 10s under the race detector; that time
+// counts against the deadline of the Apply call that happens to make it, so
+// parallel tests under -race would otherwise time out. Two parses at once
+// make the pool compile the instances parallel calls use.
+func warmParser() {
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() { _, _ = grammar.Parse("PAUSE TRANSFORM t") })
+	}
+	wg.Wait()
+}
+
+// env is one test's database and helpers to run commands on it.
+type env struct {
+	t   *testing.T
+	url string
+	db  *pgxpool.Pool
+	ctx context.Context
+}
+
+func setup(t *testing.T) *env {
+	t.Helper()
+	url := testpg.Database(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	db, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	return &env{t: t, url: url, db: db, ctx: ctx}
+}
+
+// result is what one command run printed and returned.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// lines are stdout's lines.
+func (r result) lines() []string {
+	return strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
+}
+
+// runIn runs a command line in-process with stdin, DATABASE_URL unset.
+func runIn(ctx context.Context, stdin string, args ...string) result {
+	var out, errOut bytes.Buffer
+	code := cli.Run(ctx, args, cli.Env{
+		Stdout: &out, Stderr: &errOut, Stdin: strings.NewReader(stdin),
+		Getenv: func(string) string { return "" },
+	})
+	return result{stdout: out.String(), stderr: errOut.String(), code: code}
+}
+
+// run runs a trellis command against the test's database.
+func (e *env) run(args ...string) result {
+	e.t.Helper()
+	return runIn(e.ctx, "", append(args, "--url", e.url)...)
+}
+
+// ok runs a command and requires it to succeed.
+func (e *env) ok(args ...string) result {
+	e.t.Helper()
+	r := e.run(args...)
+	require.Equal(e.t, cli.ExitOK, r.code, "trellis %s: stderr %s", strings.Join(args, " "), r.stderr)
+	return r
+}
+
+func (e *env) exec(sql string, args ...any) {
+	e.t.Helper()
+	_, err := e.db.Exec(e.ctx, sql, args...)
+	require.NoError(e.t, err, sql)
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// workers connects a client running the staging worker and a drain worker,
+// as a service of the fleet would.
+func (e *env) workers() *trellis.Client {
+	e.t.Helper()
+	c, err := trellis.Connect(e.ctx, trellis.Options{URL: e.url, Staging: true, DrainWorkers: 1,
+		Logger: quietLogger(), PollInterval: 20 * time.Millisecond})
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func (e *env) waitLive(c *trellis.Client, target string) {
+	e.t.Helper()
+	require.Eventually(e.t, func() bool {
+		st, err := c.Status(e.ctx, target)
+		return err == nil && st != nil && st.State == trellis.StateLive
+	}, time.Minute, 10*time.Millisecond, "%s did not go live", target)
+}
+
+func (e *env) writeFile(name, text string) string {
+	e.t.Helper()
+	p := filepath.Join(e.t.TempDir(), name)
+	require.NoError(e.t, os.WriteFile(p, []byte(text), 0o644))
+	return p
+}
+
+func TestMigrate(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+
+	// The root command itself, with its output injected.
+	var out bytes.Buffer
+	root := cli.NewRootCommand(cli.Env{Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }})
+	root.SetArgs([]string{"migrate", "--url", e.url})
+	require.NoError(t, root.ExecuteContext(e.ctx))
+	require.Equal(t, "catalog migrated (schema trellis)\n", out.String())
+
+	// Idempotent, and another schema is another instance.
+	require.Equal(t, "catalog migrated (schema trellis)\n", e.ok("migrate").stdout)
+	require.Equal(t, "catalog migrated (schema other)\n", e.ok("migrate", "--schema", "other").stdout)
+	var n int
+	require.NoError(t, e.db.QueryRow(e.ctx, "SELECT count(*) FROM pg_namespace WHERE nspname IN ('trellis', 'other')").Scan(&n))
+	require.Equal(t, 2, n)
+
+	// DATABASE_URL is the default for --url.
+	var out2 bytes.Buffer
+	code := cli.Run(e.ctx, []string{"migrate"}, cli.Env{Stdout: &out2, Stderr: &out2,
+		Getenv: func(k string) string { return map[string]string{"DATABASE_URL": e.url}[k] }})
+	require.Equal(t, cli.ExitOK, code, out2.String())
+}
+
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{nil, "a command is required"},
+		{[]string{"bogus"}, `unknown command "bogus"`},
+		{[]string{"stauts"}, "did you mean status?"},
+		{[]string{"migrate", "--bogus"}, "unknown flag: --bogus"},
+		{[]string{"migrate"}, "no database: pass --url or set DATABASE_URL"},
+		{[]string{"migrate", "extra", "--url", "postgres://x"}, `unexpected argument "extra"`},
+		{[]string{"apply", "--url", "postgres://x"}, "expected one STATEMENT (quote it) or -f FILE, got 0 arguments"},
+		{[]string{"apply", "-f", "x.sql", "PAUSE TRANSFORM t", "--url", "postgres://x"}, "not both"},
+		{[]string{"status", "--url", "postgres://x"}, "expected one TARGET, got 0 arguments"},
+		{[]string{"worker", "--staging=false", "--drain", "0", "--url", "postgres://x"}, "nothing to run"},
+		{[]string{"demo", "--writers", "0"}, "--writers must be at least 1"},
+		{[]string{"bench", "--only", "write,bogus"}, `--only: unknown benchmark "bogus"`},
+	} {
+		r := runIn(ctx, "", tc.args...)
+		require.Equal(t, cli.ExitUsage, r.code, "%v: %s", tc.args, r.stderr)
+		require.True(t, strings.HasPrefix(r.stderr, "trellis: "), r.stderr)
+		require.Contains(t, r.stderr, tc.msg, "%v", tc.args)
+		require.Contains(t, r.stderr, "--help' for usage")
+	}
+	r := runIn(ctx, "", "--help")
+	require.Equal(t, cli.ExitOK, r.code)
+	for _, c := range []string{"migrate", "apply", "status", "definitions", "worker", "demo", "bench"} {
+		require.Contains(t, r.stdout, "  "+c+" ")
+	}
+}
+
+func TestUnreachableDatabase(t *testing.T) {
+	t.Parallel()
+	r := runIn(context.Background(), "", "definitions", "--url", "postgres://nobody@127.0.0.1:1/none?connect_timeout=2")
+	require.Equal(t, cli.ExitError, r.code)
+	require.True(t, strings.HasPrefix(r.stderr, "trellis: "), r.stderr)
+	require.NotContains(t, r.stderr, "trellis: trellis:")
+}
+
+const ordersDDL = `CREATE TABLE orders (id bigint PRIMARY KEY, price numeric NOT NULL, tax numeric NOT NULL, status text);
+INSERT INTO orders SELECT g, g, g / 10.0, CASE WHEN g % 3 = 0 THEN 'open' ELSE 'closed' END FROM generate_series(1, 500) g`
+
+func TestApplyFile(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(ordersDDL)
+	e.ok("migrate")
+
+	file := e.writeFile("transforms.sql", `-- Order totals, kept up to date by Trellis.
+TRANSFORM order_totals FROM orders
+  -- the total with tax
+  SELECT price + tax AS total, status AS status
+  WHERE status <> 'cancelled; really'
+;
+
+PAUSE TRANSFORM order_totals;
+RESUME TRANSFORM order_totals
+`)
+	r := e.ok("apply", "-f", file)
+	require.Equal(t, []string{"defined public.order_totals", "paused order_totals", "resumed order_totals"}, r.lines())
+	require.Empty(t, r.stderr)
+
+	// The definition is stored as written in the file, without the ';'.
+	defs := e.ok("definitions", "--json")
+	var got []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(defs.stdout), &got))
+	require.Len(t, got, 1)
+	require.Equal(t, "TRANSFORM order_totals FROM orders\n  -- the total with tax\n  SELECT price + tax AS total, status AS status\n  WHERE status <> 'cancelled; really'", got[0]["statement"])
+
+	// Standard input, and a file that fails part-way: the statements before
+	// the failing one stay applied.
+	stdin := "PAUSE TRANSFORM order_totals\n\nDROP TRANSFORM nope\n;\nDROP TRANSFORM order_totals\n"
+	r = runIn(e.ctx, stdin, "apply", "-f", "-", "--url", e.url)
+	require.Equal(t, cli.ExitError, r.code)
+	require.Equal(t, "paused order_totals\n", r.stdout)
+	require.Equal(t, `trellis: statement 2 of 3 (line 3 of standard input: "DROP TRANSFORM nope") failed: no transform writes nope; `+
+		"statement 1 before it stays applied, statement 3 was not run\n", r.stderr)
+	st := e.ok("status", "order_totals").stdout
+	require.Contains(t, st, "state:      paused")
+
+	// A syntax error in a later statement: where it is, and what is applied.
+	bad := e.writeFile("bad.sql", "RESUME TRANSFORM order_totals;\n\n-- broken\nTRANSFORM t FROM orders\nSELECT price + AS x;\nPAUSE TRANSFORM order_totals;\n")
+	r = e.run("apply", "-f", bad)
+	require.Equal(t, cli.ExitError, r.code)
+	require.Equal(t, "resumed order_totals\n", r.stdout)
+	require.Contains(t, r.stderr, fmt.Sprintf(`statement 2 of 3 (line 4 of %s: "TRANSFORM t FROM orders") failed: `, bad))
+	require.Contains(t, r.stderr, "at line 2, column 16")
+	require.Contains(t, r.stderr, "(lines counted from the statement's first line); statement 1 before it stays applied, statement 3 was not run")
+
+	// Files without statements, and files that do not exist.
+	r = e.run("apply", "-f", e.writeFile("empty.sql", "-- nothing\n\n;\n"))
+	require.Equal(t, cli.ExitError, r.code)
+	require.Contains(t, r.stderr, "holds no statements")
+	r = e.run("apply", "-f", filepath.Join(t.TempDir(), "missing.sql"))
+	require.Equal(t, cli.ExitError, r.code)
+	require.Contains(t, r.stderr, "no such file")
+}
+
+func TestApplyStatements(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(ordersDDL)
+	e.ok("migrate")
+
+	require.Equal(t, "defined public.order_totals\n", e.ok("apply", "TRANSFORM order_totals FROM orders SELECT price + tax AS total;").stdout)
+	require.Equal(t, "resumed nothing (it was not paused)\n", e.ok("apply", "RESUME TRANSFORM order_totals").stdout)
+	require.Equal(t, "altered public.order_totals\n", e.ok("apply", "ALTER TRANSFORM order_totals ADD COLUMN status AS status").stdout)
+	require.Equal(t, "dropped public.order_totals\n", e.ok("apply", "DROP TRANSFORM order_totals").stdout)
+
+	// A syntax error: exit 1, and the message says where.
+	r := e.run("apply", "TRANSFORM t FROM orders\nSELECT price + AS x")
+	require.Equal(t, cli.ExitError, r.code)
+	require.Empty(t, r.stdout)
+	require.True(t, strings.HasPrefix(r.stderr, "trellis: "), r.stderr)
+	require.NotContains(t, r.stderr, "trellis: trellis:")
+	require.Contains(t, r.stderr, "line 2, column 16")
+	require.NotContains(t, r.stderr, "statement 1 of")
+
+	// Errors of the database are reported as the library words them.
+	r = e.run("apply", "TRANSFORM t FROM no_such_table SELECT a AS b")
+	require.Equal(t, cli.ExitError, r.code)
+	require.Equal(t, "trellis: source table no_such_table does not exist\n", r.stderr)
+}
+
+func TestStatus(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(ordersDDL)
+	e.ok("migrate")
+	c := e.workers()
+	e.ok("apply", "TRANSFORM order_totals FROM orders SELECT price + tax AS total WHERE status = 'open'")
+	e.waitLive(c, "order_totals")
+
+	r := e.ok("status", "order_totals")
+	require.Contains(t, r.stdout, "target:     public.order_totals\n")
+	require.Contains(t, r.stdout, "state:      live\n")
+	require.Contains(t, r.stdout, "statement:  TRANSFORM order_totals FROM orders SELECT price + tax AS total WHERE status = 'open'\n")
+	require.Regexp(t, `since:      \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(\d+s ago\)`, r.stdout)
+	require.NotContains(t, r.stdout, "paused")
+	require.Equal(t, r.stdout, e.ok("status", "public.order_totals").stdout)
+
+	r = e.ok("status", "--json", "order_totals")
+	var st map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
+	require.Equal(t, "public.order_totals", st["target"])
+	require.Equal(t, "live", st["state"])
+	require.EqualValues(t, 166, st["build_rows"])
+	since, err := time.Parse(time.RFC3339Nano, st["since"].(string))
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now(), since, time.Minute)
+	for _, k := range []string{"paused_reason", "held_keys", "drain_failure", "capture_failure", "capture_wait", "backfill_failure"} {
+		v, ok := st[k]
+		require.True(t, ok, k)
+		require.Nil(t, v, k)
+	}
+	for _, k := range []string{"backfilling_columns", "paused_upstream_columns", "source_index_gaps", "correcting"} {
+		require.Equal(t, []any{}, st[k], k)
+	}
+
+	// Paused: the reason and how to resume.
+	e.ok("apply", "PAUSE TRANSFORM order_totals")
+	r = e.ok("status", "order_totals")
+	require.Contains(t, r.stdout, "state:      paused\n")
+	require.Contains(t, r.stdout, "paused: paused by PAUSE TRANSFORM\n")
+	require.Contains(t, r.stdout, "run RESUME TRANSFORM order_totals to resume")
+	r = e.ok("status", "--json", "order_totals")
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
+	require.Equal(t, "paused by PAUSE TRANSFORM", st["paused_reason"])
+
+	// Unknown targets.
+	for _, args := range [][]string{{"status", "nope"}, {"status", "--json", "public.nope"}} {
+		r = e.run(args...)
+		require.Equal(t, cli.ExitError, r.code)
+		require.Empty(t, r.stdout)
+		require.Equal(t, fmt.Sprintf("trellis: no transform writes %s\n", args[len(args)-1]), r.stderr)
+	}
+}
+
+func TestDefinitions(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(ordersDDL)
+	e.ok("migrate")
+
+	require.Equal(t, "[]\n", e.ok("definitions", "--json").stdout)
+	require.Equal(t, "no transforms are defined (schema trellis)\n", e.ok("definitions").stdout)
+
+	e.ok("apply", "TRANSFORM order_totals FROM orders SELECT price + tax AS total")
+	e.ok("apply", "TRANSFORM open_orders FROM orders SELECT status AS status\nWHERE status = 'open'")
+	var defs []struct {
+		Target    string    `json:"target"`
+		Statement string    `json:"statement"`
+		State     string    `json:"state"`
+		Since     time.Time `json:"since"`
+		Sources   []string  `json:"sources"`
+		CreatedAt time.Time `json:"created_at"`
+	}
+	r := e.ok("definitions", "--json")
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &defs))
+	require.Len(t, defs, 2)
+	require.Equal(t, "public.order_totals", defs[0].Target)
+	require.Equal(t, "TRANSFORM order_totals FROM orders SELECT price + tax AS total", defs[0].Statement)
+	require.Equal(t, "waiting_to_backfill", defs[0].State)
+	require.Equal(t, []string{"public.orders"}, defs[0].Sources)
+	require.False(t, defs[0].CreatedAt.IsZero())
+	require.False(t, defs[0].Since.IsZero())
+	require.Equal(t, "public.open_orders", defs[1].Target)
+
+	lines := e.ok("definitions").lines()
+	require.Len(t, lines, 3)
+	require.Regexp(t, `^TARGET\s+STATE\s+SINCE\s+STATEMENT$`, lines[0])
+	require.Regexp(t, `^public\.order_totals\s+waiting_to_backfill\s+\S+Z\s+TRANSFORM order_totals FROM orders SELECT price \+ tax AS total$`, lines[1])
+	require.Regexp(t, `^public\.open_orders\s+waiting_to_backfill\s+\S+Z\s+TRANSFORM open_orders FROM orders SELECT status AS status WHERE status = 'open'$`, lines[2])
+}
+
+func TestWorker(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+
+	// Not migrated: the client's error, and what to run.
+	r := e.run("worker")
+	require.Equal(t, cli.ExitError, r.code)
+	require.Contains(t, r.stderr, `the Trellis catalog in schema "trellis" does not exist`)
+	require.Contains(t, r.stderr, "(`trellis migrate` does that)")
+
+	e.exec(ordersDDL)
+	e.ok("migrate")
+	e.ok("apply", "TRANSFORM order_totals FROM orders SELECT price + tax AS total")
+
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	var logs syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Run(ctx, []string{"worker", "--drain", "1", "--url", e.url}, cli.Env{Stdout: io.Discard, Stderr: &logs})
+	}()
+	c, err := trellis.Connect(e.ctx, trellis.Options{URL: e.url, Logger: quietLogger()})
+	require.NoError(t, err)
+	defer c.Close()
+	e.waitLive(c, "order_totals")
+	live, err := c.HasLiveStagingWorker(e.ctx)
+	require.NoError(t, err)
+	require.True(t, live)
+
+	// A second staging worker for the instance is refused.
+	r = e.run("worker", "--drain", "0")
+	require.Equal(t, cli.ExitError, r.code)
+	require.Contains(t, r.stderr, "another staging worker is live")
+
+	cancel() // what SIGINT does
+	select {
+	case code := <-done:
+		require.Equal(t, cli.ExitOK, code, logs.String())
+	case <-time.After(time.Minute):
+		t.Fatal("the worker did not stop")
+	}
+	require.Contains(t, logs.String(), "msg=\"worker started\"")
+	require.Contains(t, logs.String(), "msg=\"worker stopped\"")
+	live, err = c.HasLiveStagingWorker(e.ctx)
+	require.NoError(t, err)
+	require.False(t, live)
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer goroutine and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

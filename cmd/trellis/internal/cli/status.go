@@ -1,0 +1,336 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/trellis-pg/trellis"
+)
+
+func newStatusCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status [--json] TARGET",
+		Short: "Show a transform's state, and what to do about any failure",
+		Long: `status shows the transform that writes TARGET (a bare table name or
+schema.table): its state and since when, and every problem it has, each
+with what it means and how to fix it. --json prints the same as JSON.`,
+		Args: exactArgs(1, "one TARGET"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, err := g.connect(ctx, trellis.Options{})
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			st, err := c.Status(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if st == nil {
+				return fmt.Errorf("no transform writes %s", args[0])
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), statusToJSON(st))
+			}
+			writeStatus(cmd.OutOrStdout(), g, st, time.Now())
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	return cmd
+}
+
+func newDefinitionsCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "definitions [--json]",
+		Short: "List every registered transform, oldest first",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			c, err := g.connect(ctx, trellis.Options{})
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			defs, err := c.Definitions(ctx)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				out := make([]definitionJSON, 0, len(defs))
+				for _, d := range defs {
+					out = append(out, definitionJSON{
+						Target: d.Target, Statement: d.Statement, State: string(d.State),
+						Since: d.Since.UTC(), Sources: list(d.Sources), CreatedAt: d.CreatedAt.UTC(),
+					})
+				}
+				return writeJSON(w, out)
+			}
+			if len(defs) == 0 {
+				fmt.Fprintf(w, "no transforms are defined (schema %s)\n", g.schema)
+				return nil
+			}
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "TARGET\tSTATE\tSINCE\tSTATEMENT")
+			for _, d := range defs {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.Target, d.State, rfc3339(d.Since), oneLine(d.Statement, 0))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the definitions as a JSON array")
+	return cmd
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// ago renders how long before now t was, to the second.
+func ago(t, now time.Time) string {
+	d := now.Sub(t).Round(time.Second)
+	if d < 0 {
+		d = 0
+	}
+	return d.String() + " ago"
+}
+
+// writeStatus prints a status for people: what it is, then each problem
+// with what it means and what to do.
+func writeStatus(w io.Writer, g *globals, st *trellis.Status, now time.Time) {
+	name := g.bareTarget(st.Target)
+	fmt.Fprintf(w, "target:     %s\n", st.Target)
+	fmt.Fprintf(w, "state:      %s\n", st.State)
+	fmt.Fprintf(w, "since:      %s (%s)\n", rfc3339(st.Since), ago(st.Since, now))
+	fmt.Fprintf(w, "statement:  %s\n", oneLine(st.Statement, 0))
+	switch st.State {
+	case trellis.StateWaitingToBackfill:
+		fmt.Fprintln(w, "  defined, not built yet: the build starts when a staging worker runs (trellis worker)")
+	case trellis.StateBackfilling:
+		fmt.Fprintf(w, "  being filled from its source: %d rows written so far\n", st.BuildRows)
+	case trellis.StateLive:
+		fmt.Fprintln(w, "  every committed change of its source is applied")
+	case trellis.StateCatchingUp:
+		fmt.Fprintln(w, "  live, but an upstream column it reads is paused: its rows may lag until that column resumes")
+	}
+
+	problem := func(title, explain string, args ...any) {
+		fmt.Fprintf(w, "\n%s\n", title)
+		fmt.Fprintf(w, "  "+explain+"\n", args...)
+	}
+	if st.PausedReason != "" {
+		problem("paused: "+st.PausedReason,
+			"nothing is applied to %s until it is resumed; fix the cause, then run RESUME TRANSFORM %s to resume (it rebuilds the target from its source)",
+			st.Target, name)
+	}
+	if len(st.BackfillingColumns) > 0 {
+		problem("backfilling columns: "+strings.Join(st.BackfillingColumns, ", "),
+			"columns added by ALTER TRANSFORM are still being filled from the source; they read NULL until the build reaches their rows (nothing to do)")
+	}
+	if d := st.DrainFailure; d != nil {
+		code := ""
+		if d.SQLState != nil {
+			code = " (SQLSTATE " + *d.SQLState + ")"
+		}
+		problem("drain failure: "+oneLine(d.Error, 0)+code,
+			"a page of changes to %s (segment %d) has failed %d times since %s, last at %s; it is retried with backoff and clears when a retry succeeds: fix what the error names",
+			strings.Join(d.Tables, ", "), d.SegSeq, d.Attempts, rfc3339(d.Since), rfc3339(d.LastSeen))
+	}
+	if h := st.HeldKeys; h != nil && h.Count > 0 {
+		problem(fmt.Sprintf("held keys: %d", h.Count),
+			"source rows whose changes failed as a whole are held in quarantine (the oldest poisoned at %s); their later changes wait: fix the rows, then release them or run RESUME TRANSFORM %s",
+			rfc3339(h.OldestPoisonedAt), name)
+	}
+	if len(st.PausedUpstreamColumns) > 0 {
+		problem("paused upstream columns: "+strings.Join(st.PausedUpstreamColumns, ", "),
+			"columns this transform reads from another transform's target are paused, so it is catching up: resume them (RESUME TRANSFORM <target.column>) once their cause is fixed")
+	}
+	for _, gap := range st.SourceIndexGaps {
+		what := "missing source index"
+		if gap.OptedOut {
+			what += " (opted out with WITHOUT SOURCE INDEX)"
+		}
+		problem(fmt.Sprintf("%s: %s (%s) for %s", what, gap.Table, strings.Join(gap.Columns, ", "), gap.Role),
+			"without it every change of %s scans the table to find the rows it affects: run %s", gap.Table, gap.Fix)
+	}
+	for _, n := range st.Correcting {
+		left := "not counted yet"
+		if n.KeysRemaining != nil {
+			left = fmt.Sprintf("%d keys left", *n.KeysRemaining)
+		}
+		problem("correcting partition: "+n.Node,
+			"a partition attached to or detached from the source since %s is being re-derived (%s); nothing to do", rfc3339(n.Since), left)
+	}
+	if f := st.CaptureFailure; f != nil {
+		cols := ""
+		if len(f.Columns) > 0 {
+			cols = " (columns " + strings.Join(f.Columns, ", ") + ")"
+		}
+		var fix string
+		switch f.Kind {
+		case trellis.CaptureFailureDisruption:
+			fix = "the capture triggers on the source were changed outside Trellis (disabled, dropped or replaced), so writes may have been missed: run RESUME TRANSFORM " + name + " to reinstall capture and rebuild the target"
+		case trellis.CaptureFailureHalt:
+			fix = "applying changes to the target halted: fix the cause the error names, then run RESUME TRANSFORM " + name
+		default:
+			fix = "capturing changes of the source failed: fix the cause the error names, then run RESUME TRANSFORM " + name
+		}
+		problem(fmt.Sprintf("capture failure (%s) on %s%s since %s: %s", f.Kind, f.SourceTable, cols, rfc3339(f.DetectedAt), oneLine(f.Error, 0)), "%s", fix)
+	}
+	if cw := st.CaptureWait; cw != nil {
+		problem(fmt.Sprintf("capture waits for a lock: %s on %s needs %s since %s", cw.Operation, cw.Table, cw.LockMode, rfc3339(cw.Since)),
+			"other sessions hold or queue for a conflicting lock; nothing cancels them, the wait ends when they finish. Blocking: %s",
+			strings.Join(cw.Blockers, "; "))
+	}
+	if b := st.BackfillFailure; b != nil {
+		problem(fmt.Sprintf("backfill failure: %d attempts, last error: %s", b.Attempts, oneLine(b.LastError, 0)),
+			"the build keeps failing; it is tried again at %s (if the transform paused, that is when it did): fix the cause, then run RESUME TRANSFORM %s",
+			rfc3339(b.NextAttemptAt), name)
+	}
+}
+
+// The JSON forms of the public types, with snake_case names. Lists are
+// always arrays, absent objects null.
+
+type statusJSON struct {
+	Target                string               `json:"target"`
+	State                 string               `json:"state"`
+	Since                 time.Time            `json:"since"`
+	Statement             string               `json:"statement"`
+	PausedReason          *string              `json:"paused_reason"`
+	BackfillingColumns    []string             `json:"backfilling_columns"`
+	BuildRows             int64                `json:"build_rows"`
+	HeldKeys              *heldKeysJSON        `json:"held_keys"`
+	DrainFailure          *drainFailureJSON    `json:"drain_failure"`
+	PausedUpstreamColumns []string             `json:"paused_upstream_columns"`
+	SourceIndexGaps       []sourceIndexGapJSON `json:"source_index_gaps"`
+	Correcting            []correctingNodeJSON `json:"correcting"`
+	CaptureFailure        *captureFailureJSON  `json:"capture_failure"`
+	CaptureWait           *captureWaitJSON     `json:"capture_wait"`
+	BackfillFailure       *backfillFailureJSON `json:"backfill_failure"`
+}
+
+type heldKeysJSON struct {
+	Count            int64     `json:"count"`
+	OldestPoisonedAt time.Time `json:"oldest_poisoned_at"`
+}
+
+type drainFailureJSON struct {
+	SegSeq   int64     `json:"seg_seq"`
+	Tables   []string  `json:"tables"`
+	Error    string    `json:"error"`
+	SQLState *string   `json:"sqlstate"`
+	Since    time.Time `json:"since"`
+	LastSeen time.Time `json:"last_seen"`
+	Attempts int       `json:"attempts"`
+}
+
+type sourceIndexGapJSON struct {
+	Table    string   `json:"table"`
+	Columns  []string `json:"columns"`
+	Role     string   `json:"role"`
+	OptedOut bool     `json:"opted_out"`
+	Fix      string   `json:"fix"`
+}
+
+type correctingNodeJSON struct {
+	Node          string    `json:"node"`
+	Since         time.Time `json:"since"`
+	KeysRemaining *int64    `json:"keys_remaining"`
+}
+
+type captureFailureJSON struct {
+	Kind        string    `json:"kind"`
+	SourceTable string    `json:"source_table"`
+	Error       string    `json:"error"`
+	Columns     []string  `json:"columns"`
+	DetectedAt  time.Time `json:"detected_at"`
+}
+
+type captureWaitJSON struct {
+	Operation string    `json:"operation"`
+	Table     string    `json:"table"`
+	LockMode  string    `json:"lock_mode"`
+	Blockers  []string  `json:"blockers"`
+	Since     time.Time `json:"since"`
+}
+
+type backfillFailureJSON struct {
+	Attempts      int       `json:"attempts"`
+	LastError     string    `json:"last_error"`
+	NextAttemptAt time.Time `json:"next_attempt_at"`
+}
+
+type definitionJSON struct {
+	Target    string    `json:"target"`
+	Statement string    `json:"statement"`
+	State     string    `json:"state"`
+	Since     time.Time `json:"since"`
+	Sources   []string  `json:"sources"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// list is s, or an empty list for nil (JSON [] rather than null).
+func list[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func statusToJSON(st *trellis.Status) statusJSON {
+	out := statusJSON{
+		Target:                st.Target,
+		State:                 string(st.State),
+		Since:                 st.Since.UTC(),
+		Statement:             st.Statement,
+		BackfillingColumns:    list(st.BackfillingColumns),
+		BuildRows:             st.BuildRows,
+		PausedUpstreamColumns: list(st.PausedUpstreamColumns),
+		SourceIndexGaps:       []sourceIndexGapJSON{},
+		Correcting:            []correctingNodeJSON{},
+	}
+	if st.PausedReason != "" {
+		r := st.PausedReason
+		out.PausedReason = &r
+	}
+	if h := st.HeldKeys; h != nil {
+		out.HeldKeys = &heldKeysJSON{Count: h.Count, OldestPoisonedAt: h.OldestPoisonedAt.UTC()}
+	}
+	if d := st.DrainFailure; d != nil {
+		out.DrainFailure = &drainFailureJSON{SegSeq: d.SegSeq, Tables: list(d.Tables), Error: d.Error, SQLState: d.SQLState,
+			Since: d.Since.UTC(), LastSeen: d.LastSeen.UTC(), Attempts: d.Attempts}
+	}
+	for _, gap := range st.SourceIndexGaps {
+		out.SourceIndexGaps = append(out.SourceIndexGaps, sourceIndexGapJSON{Table: gap.Table, Columns: list(gap.Columns),
+			Role: string(gap.Role), OptedOut: gap.OptedOut, Fix: gap.Fix})
+	}
+	for _, n := range st.Correcting {
+		out.Correcting = append(out.Correcting, correctingNodeJSON{Node: n.Node, Since: n.Since.UTC(), KeysRemaining: n.KeysRemaining})
+	}
+	if f := st.CaptureFailure; f != nil {
+		out.CaptureFailure = &captureFailureJSON{Kind: string(f.Kind), SourceTable: f.SourceTable, Error: f.Error,
+			Columns: list(f.Columns), DetectedAt: f.DetectedAt.UTC()}
+	}
+	if cw := st.CaptureWait; cw != nil {
+		out.CaptureWait = &captureWaitJSON{Operation: cw.Operation, Table: cw.Table, LockMode: cw.LockMode,
+			Blockers: list(cw.Blockers), Since: cw.Since.UTC()}
+	}
+	if b := st.BackfillFailure; b != nil {
+		out.BackfillFailure = &backfillFailureJSON{Attempts: b.Attempts, LastError: b.LastError, NextAttemptAt: b.NextAttemptAt.UTC()}
+	}
+	return out
+}
