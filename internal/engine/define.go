@@ -401,4 +401,3 @@ func buildSpec(s *grammar.Transform, sides []*side) (plan.Spec, [][]string, erro
 	}
 	return spec, needs, nil
 }
-

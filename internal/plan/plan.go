@@ -23,8 +23,8 @@ type Spec struct {
 	// GroupBy are the GROUP BY expressions, in the order of Key.
 	GroupBy []string `json:"group_by,omitempty"`
 	// GroupJoined says the GROUP BY expressions read the joined table.
-	GroupJoined bool `json:"group_joined,omitempty"`
-	Where   string   `json:"where,omitempty"`
+	GroupJoined bool   `json:"group_joined,omitempty"`
+	Where       string `json:"where,omitempty"`
 	// WithoutSourceIndex records the opt-out of WITHOUT SOURCE INDEX.
 	WithoutSourceIndex bool `json:"without_source_index,omitempty"`
 	// Reads is every source column the definition reads, for checks that a

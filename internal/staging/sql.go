@@ -42,7 +42,7 @@ WITH r AS (
 INSERT INTO %[1]s.corrections (transform_id, node)
 SELECT r.id, n FROM r, unnest($2::text[]) n ON CONFLICT DO NOTHING`
 	sqlCorrectionsDone = `DELETE FROM %[1]s.corrections WHERE transform_id = $1`
-	sqlDeleteSource  = `DELETE FROM %[1]s.sources s WHERE id = $1
+	sqlDeleteSource    = `DELETE FROM %[1]s.sources s WHERE id = $1
   AND NOT EXISTS (SELECT 1 FROM %[1]s.transform_sources ts WHERE ts.source_id = s.id)`
 
 	// Transforms with a build to run whose sources are all captured.
