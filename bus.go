@@ -13,10 +13,12 @@ import (
 	"github.com/trellis-pg/trellis/internal/ident"
 )
 
-// bus owns the client's listening connection: it LISTENs for ledger and
-// staging notifications and fans them out as wake-ups, and it holds the
-// drain workers' shared liveness lock. Notifications are only wake-ups:
-// the workers also poll, so a lost one costs latency, not data.
+// bus owns the client's listening connection: it LISTENs for the
+// notifications that definitions changed and wakes the workers, and it
+// holds the drain workers' shared liveness lock. Notifications are only
+// wake-ups: the workers also poll, so a lost one costs latency, not data.
+// Capture triggers notify nobody (a notifying commit serialises on a
+// cluster-wide lock): drain workers find new changes by polling.
 type bus struct {
 	cfg    *pgx.ConnConfig
 	names  capture.Names
@@ -53,15 +55,9 @@ func (b *bus) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	stmts := []string{"LISTEN " + ident.Quote(b.names.StagingChannel())}
-	if b.opts.DrainWorkers > 0 {
-		stmts = append(stmts, "LISTEN "+ident.Quote(b.names.Channel()))
-	}
-	for _, s := range stmts {
-		if _, err := conn.Exec(ctx, s); err != nil {
-			_ = conn.Close(ctx)
-			return err
-		}
+	if _, err := conn.Exec(ctx, "LISTEN "+ident.Quote(b.names.StagingChannel())); err != nil {
+		_ = conn.Close(ctx)
+		return err
 	}
 	if b.opts.DrainWorkers > 0 {
 		if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock_shared($1)", catalog.LockKey(b.opts.Schema, "drain")); err != nil {
@@ -104,7 +100,7 @@ func (b *bus) run(ctx context.Context) {
 			poke(b.staging)
 		}
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		n, err := b.conn.WaitForNotification(wctx)
+		_, err := b.conn.WaitForNotification(wctx)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -126,11 +122,8 @@ func (b *bus) run(ctx context.Context) {
 			b.conn = nil
 			continue
 		}
-		if n.Channel == b.names.StagingChannel() {
-			poke(b.staging)
-			continue
-		}
 		b.wakeAll()
+		poke(b.staging)
 	}
 }
 

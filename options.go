@@ -34,8 +34,9 @@ type Options struct {
 	// Logger receives the client's logs. Default slog.Default().
 	Logger *slog.Logger
 
-	// PollInterval is how often an idle worker looks for work when no
-	// notification woke it. Default 100ms.
+	// PollInterval is how often an idle drain worker looks for new changes
+	// (capture sends no notifications; see docs/decisions/0005). It bounds
+	// the idle part of commit-to-target latency. Default 20ms.
 	PollInterval time.Duration
 }
 
@@ -43,7 +44,7 @@ func (o Options) withDefaults() Options {
 	o.Schema = cmp.Or(o.Schema, "trellis")
 	o.TargetSchema = cmp.Or(o.TargetSchema, "public")
 	o.MaxConns = cmp.Or(o.MaxConns, 20)
-	o.PollInterval = cmp.Or(o.PollInterval, 100*time.Millisecond)
+	o.PollInterval = cmp.Or(o.PollInterval, 20*time.Millisecond)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}

@@ -155,7 +155,13 @@ func (c *Client) startWorkers(ctx context.Context, names capture.Names) error {
 			return newError(CodeConflict, "another staging worker is live for the instance in schema %q: exactly one client per instance sets Staging", c.opts.Schema)
 		}
 	}
-	c.bus = newBus(cfg.ConnConfig, names, c.opts, c.logger)
+	// The listener idles in WaitForNotification: a cancel request cannot
+	// interrupt that, so it gives up its connection at once instead.
+	lcfg := cfg.ConnConfig.Copy()
+	lcfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: c}
+	}
+	c.bus = newBus(lcfg, names, c.opts, c.logger)
 	if err := c.bus.connect(ctx); err != nil {
 		return err
 	}

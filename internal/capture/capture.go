@@ -30,6 +30,8 @@ type Source struct {
 	Table    string
 	KeyCols  []string
 	KeyTypes []string
+	// CapTypes are the types of CapCols.
+	CapTypes []string
 	// CapCols are the columns whose old values are recorded on updates and
 	// deletes (GROUP BY and JOIN readers need them).
 	CapCols []string
@@ -52,9 +54,6 @@ func (n Names) tag() string {
 	return fmt.Sprintf("%08x", h.Sum32())
 }
 
-// Channel is the NOTIFY channel the capture triggers signal on commit.
-func (n Names) Channel() string { return "trellis_" + n.tag() + "_ledger" }
-
 // StagingChannel is the NOTIFY channel that wakes the staging worker when
 // the definitions change.
 func (n Names) StagingChannel() string { return "trellis_" + n.tag() + "_staging" }
@@ -68,10 +67,35 @@ func (n Names) Trigger(op string) string { return "trellis_" + n.tag() + "_" + o
 // Ops are the trigger operations capture installs.
 var Ops = []string{"ins", "upd", "del", "row", "trunc"}
 
+// settingsFor pins the settings a key's or captured value's text form
+// depends on, so it renders the same from every session: only those the
+// types need, since each costs the writer a little.
+func settingsFor(types []string) string {
+	var dates, floats bool
+	for _, t := range types {
+		t = strings.ToLower(t)
+		switch {
+		case strings.Contains(t, "time"), strings.Contains(t, "date"), strings.Contains(t, "interval"):
+			dates = true
+		case strings.Contains(t, "double"), strings.Contains(t, "real"), strings.Contains(t, "float"):
+			floats = true
+		}
+	}
+	var b strings.Builder
+	if dates {
+		b.WriteString("SET \"TimeZone\" = 'UTC'\nSET \"DateStyle\" = 'ISO, YMD'\nSET \"IntervalStyle\" = 'postgres'\n")
+	}
+	if floats {
+		b.WriteString("SET extra_float_digits = 3\n")
+	}
+	return b.String()
+}
+
 // FunctionSQL is the CREATE OR REPLACE FUNCTION of a source's capture
 // function. It only appends to the ledger: no shared row is updated, so
-// writers of the table never serialise on Trellis. Its settings pin how
-// values render as text, so a key looks the same from every session.
+// writers of the table never serialise on Trellis, and it sends no
+// notification (PostgreSQL serialises the commits of notifying
+// transactions; drain workers poll instead).
 func (n Names) FunctionSQL(s Source) string {
 	cat := ident.Quote(n.Catalog)
 	render := func(alias string, cols []string) string {
@@ -84,51 +108,49 @@ func (n Names) FunctionSQL(s Source) string {
 		}
 		return "ARRAY[" + strings.Join(parts, ", ") + "]"
 	}
+	seg := fmt.Sprintf("(SELECT r.cur FROM %s.ring r)", cat)
 	head := fmt.Sprintf(`CREATE OR REPLACE FUNCTION %s.%s() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-SET "TimeZone" = 'UTC'
-SET "DateStyle" = 'ISO, YMD'
-SET "IntervalStyle" = 'postgres'
-SET extra_float_digits = 3
-AS $trellis$
-DECLARE
-  n bigint;
+LANGUAGE plpgsql SECURITY INVOKER
+%sAS $trellis$
 BEGIN
-`, cat, ident.Quote(n.Function(s.ID)))
-	notify := fmt.Sprintf(`  GET DIAGNOSTICS n = ROW_COUNT;
-  IF n > 0 THEN
-    PERFORM pg_notify(%s, '');
-  END IF;
-  RETURN NULL;
+`, cat, ident.Quote(n.Function(s.ID)), settingsFor(append(append([]string(nil), s.KeyTypes...), s.CapTypes...)))
+	tail := `  RETURN NULL;
 END
-$trellis$`, ident.Literal(n.Channel()))
-	truncate := fmt.Sprintf("INSERT INTO %s.ledger (seg, src, bucket, key) SELECT r.cur, %d, 0, NULL FROM %s.ring r;", cat, s.ID, cat)
+$trellis$`
+	truncate := fmt.Sprintf("INSERT INTO %s.ledger (seg, src, bucket, key) VALUES (%s, %d, 0, NULL);", cat, seg, s.ID)
+	insert := fmt.Sprintf("INSERT INTO %s.ledger (seg, src, bucket, key, vals)\n      SELECT %s, %d, hashtext(c.key::text) & %d, c.key, c.vals FROM (%%s) AS c(key, vals);", cat, seg, s.ID, Buckets-1)
 	if s.Partitioned {
 		row := func(rec, vals string) string {
-			return fmt.Sprintf(`INSERT INTO %s.ledger (seg, src, bucket, key, vals)
-      SELECT r.cur, %d, hashtext(c.key::text) & %d, c.key, %s FROM %s.ring r, (SELECT %s) AS c(key);`,
-				cat, s.ID, Buckets-1, vals, cat, render(rec, s.KeyCols))
+			return fmt.Sprintf(insert, "SELECT "+render(rec, s.KeyCols)+", "+vals)
+		}
+		same := make([]string, len(s.KeyCols))
+		for i, k := range s.KeyCols {
+			same[i] = "NEW." + ident.Quote(k) + " IS NOT DISTINCT FROM OLD." + ident.Quote(k)
 		}
 		return head + fmt.Sprintf(`  IF TG_OP = 'INSERT' THEN
     %s
   ELSIF TG_OP = 'UPDATE' THEN
     %s
-    %s
+    IF NOT (%s) THEN
+      %s
+    END IF;
   ELSIF TG_OP = 'DELETE' THEN
     %s
   ELSE
     %s
   END IF;
-`, row("NEW", "NULL::text[]"), row("NEW", "NULL::text[]"), row("OLD", render("OLD", s.CapCols)), row("OLD", render("OLD", s.CapCols)), truncate) + notify
-	}
-	ins := func(rows string) string {
-		return fmt.Sprintf(`INSERT INTO %s.ledger (seg, src, bucket, key, vals)
-      SELECT r.cur, %d, hashtext(c.key::text) & %d, c.key, c.vals FROM %s.ring r, (%s) AS c(key, vals);`,
-			cat, s.ID, Buckets-1, cat, rows)
+`, row("NEW", "NULL::text[]"), row("OLD", render("OLD", s.CapCols)), strings.Join(same, " AND "), row("NEW", "NULL::text[]"),
+			row("OLD", render("OLD", s.CapCols)), truncate) + tail
 	}
 	newRows := "SELECT " + render("nw", s.KeyCols) + ", NULL::text[] FROM trellis_new nw"
 	oldRows := "SELECT " + render("od", s.KeyCols) + ", " + render("od", s.CapCols) + " FROM trellis_old od"
+	// An update records every old row (its key, and old values when a
+	// reader needs them), and a new row only when its key changed.
+	var match []string
+	for _, k := range s.KeyCols {
+		match = append(match, "o2."+ident.Quote(k)+" = nw."+ident.Quote(k))
+	}
+	moved := newRows + " WHERE NOT EXISTS (SELECT 1 FROM trellis_old o2 WHERE " + strings.Join(match, " AND ") + ")"
 	return head + fmt.Sprintf(`  IF TG_OP = 'INSERT' THEN
     %s
   ELSIF TG_OP = 'UPDATE' THEN
@@ -138,7 +160,7 @@ $trellis$`, ident.Literal(n.Channel()))
   ELSE
     %s
   END IF;
-`, ins(newRows), ins(newRows+" UNION "+oldRows), ins(oldRows), truncate) + notify
+`, fmt.Sprintf(insert, newRows), fmt.Sprintf(insert, oldRows+" UNION ALL "+moved), fmt.Sprintf(insert, oldRows), truncate) + tail
 }
 
 // TriggersSQL creates the capture triggers of a source: statement-level

@@ -30,6 +30,11 @@ import (
 // this is split by bucket into several pages that workers take in parallel.
 const PageTarget = 5000
 
+// MinCutInterval is the least time between two cuts made by idle workers:
+// under a steady write load it gathers changes into pages worth a
+// transaction, instead of one page per commit.
+const MinCutInterval = 5 * time.Millisecond
+
 // Engine is the state drain workers of one client share.
 type Engine struct {
 	Pool   *pgxpool.Pool
@@ -512,8 +517,12 @@ func (e *Engine) Cut(ctx context.Context, force bool) (int, error) {
 		}
 	}
 	var lo, hi string
-	if err := tx.QueryRow(ctx, e.Cat.SQL(sqlLastCut)).Scan(&lo); err != nil {
+	var ageMS float64
+	if err := tx.QueryRow(ctx, e.Cat.SQL(sqlLastCut)).Scan(&lo, &ageMS); err != nil {
 		return 0, fmt.Errorf("reading the last cut: %w", err)
+	}
+	if !force && ageMS < float64(MinCutInterval.Milliseconds()) {
+		return 0, nil // let changes gather into fewer, larger pages
 	}
 	if err := tx.QueryRow(ctx, sqlNowSnap).Scan(&hi); err != nil {
 		return 0, err

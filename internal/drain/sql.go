@@ -35,7 +35,7 @@ WHERE id = $1`
 
 	sqlCutTry  = `SELECT pg_try_advisory_xact_lock($1)`
 	sqlCutLock = `SELECT pg_advisory_xact_lock($1)`
-	sqlLastCut = `SELECT snap::text FROM %[1]s.cuts ORDER BY n DESC LIMIT 1`
+	sqlLastCut = `SELECT snap::text, extract(epoch FROM clock_timestamp() - cut_at) * 1000 FROM %[1]s.cuts ORDER BY n DESC LIMIT 1`
 	sqlNowSnap = `SELECT pg_current_snapshot()::text`
 
 	sqlCutCounts = `

@@ -3,14 +3,14 @@ package staging
 // The staging worker's SQL; %[1]s is the quoted catalog schema.
 const (
 	sqlPendingSources = `
-SELECT s.id, s.schema_name, s.table_name, s.key_columns, s.key_types, s.cap_columns, s.partitioned
+SELECT s.id, s.schema_name, s.table_name, s.key_columns, s.key_types, s.cap_columns, s.cap_types, s.partitioned
 FROM %[1]s.sources s
 WHERE s.capture_state = 'pending'
   AND EXISTS (SELECT 1 FROM %[1]s.transform_sources ts WHERE ts.source_id = s.id)
 ORDER BY s.id`
 
 	sqlOrphanSources = `
-SELECT s.id, s.schema_name, s.table_name, s.key_columns, s.key_types, s.cap_columns, s.partitioned
+SELECT s.id, s.schema_name, s.table_name, s.key_columns, s.key_types, s.cap_columns, s.cap_types, s.partitioned
 FROM %[1]s.sources s
 WHERE NOT EXISTS (SELECT 1 FROM %[1]s.transform_sources ts WHERE ts.source_id = s.id)
 ORDER BY s.id`
@@ -27,7 +27,7 @@ FROM pg_partition_tree(to_regclass($1)) t
 JOIN pg_class c ON c.oid = t.relid JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE t.isleaf AND t.level > 0 ORDER BY 1`
 	sqlPartitionedSources = `
-SELECT id, schema_name, table_name, key_columns, key_types, cap_columns, partitioned, partitions
+SELECT id, schema_name, table_name, key_columns, key_types, cap_columns, cap_types, partitioned, partitions
 FROM %[1]s.sources WHERE partitioned AND capture_state = 'installed' ORDER BY id`
 	sqlSetPartitions = `UPDATE %[1]s.sources SET partitions = $2 WHERE id = $1`
 	// A partition set change: every transform reading the source re-derives

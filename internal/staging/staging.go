@@ -30,7 +30,7 @@ const (
 	BuildPageRows   = 20000
 	RotateEvery     = 2 * time.Second
 	MaintainEvery   = 500 * time.Millisecond
-	SegmentLockWait = 50 * time.Millisecond
+	SegmentLockWait = 10 * time.Millisecond
 )
 
 // Worker is the staging worker of one instance.
@@ -111,7 +111,7 @@ func (w *Worker) sources(ctx context.Context, sql string) ([]capture.Source, err
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (capture.Source, error) {
 		var s capture.Source
-		err := r.Scan(&s.ID, &s.Schema, &s.Table, &s.KeyCols, &s.KeyTypes, &s.CapCols, &s.Partitioned)
+		err := r.Scan(&s.ID, &s.Schema, &s.Table, &s.KeyCols, &s.KeyTypes, &s.CapCols, &s.CapTypes, &s.Partitioned)
 		return s, err
 	})
 }
@@ -326,7 +326,7 @@ func (w *Worker) checkPartitions(ctx context.Context) error {
 	}
 	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (src, error) {
 		var x src
-		err := r.Scan(&x.s.ID, &x.s.Schema, &x.s.Table, &x.s.KeyCols, &x.s.KeyTypes, &x.s.CapCols, &x.s.Partitioned, &x.known)
+		err := r.Scan(&x.s.ID, &x.s.Schema, &x.s.Table, &x.s.KeyCols, &x.s.KeyTypes, &x.s.CapCols, &x.s.CapTypes, &x.s.Partitioned, &x.known)
 		return x, err
 	})
 	if err != nil {

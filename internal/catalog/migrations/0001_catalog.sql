@@ -95,6 +95,13 @@ CREATE TABLE {{schema}}.ledger_2 PARTITION OF {{schema}}.ledger FOR VALUES IN (2
 CREATE TABLE {{schema}}.ledger_3 PARTITION OF {{schema}}.ledger FOR VALUES IN (3);
 CREATE INDEX ON {{schema}}.ledger (bucket, xid);
 
+-- Capture functions run as the writer of a source table, who needs to read
+-- the ring and append to the ledger. A row appended by anyone else can only
+-- cause a recompute from the source's current rows, never a wrong target.
+GRANT USAGE ON SCHEMA {{schema}} TO PUBLIC;
+GRANT SELECT ON {{schema}}.ring TO PUBLIC;
+GRANT INSERT ON {{schema}}.ledger TO PUBLIC;
+
 -- Cuts: snapshots that split the committed ledger into pages. The rows of
 -- cut n are those visible in its snapshot and not in cut n-1's.
 CREATE TABLE {{schema}}.cuts (

@@ -134,6 +134,7 @@ variable) and works on the Trellis instance whose catalog is --schema.`,
 		newApplyCmd(g),
 		newStatusCmd(g),
 		newDefinitionsCmd(g),
+		newBackfillCmd(g),
 		newWorkerCmd(g),
 		newDemoCmd(g),
 	)

@@ -179,6 +179,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"apply", "--url", "postgres://x"}, "expected one STATEMENT (quote it) or -f FILE, got 0 arguments"},
 		{[]string{"apply", "-f", "x.sql", "PAUSE TRANSFORM t", "--url", "postgres://x"}, "not both"},
 		{[]string{"status", "--url", "postgres://x"}, "expected one TARGET, got 0 arguments"},
+		{[]string{"backfill", "--url", "postgres://x"}, "expected one TABLE, got 0 arguments"},
 		{[]string{"worker", "--staging=false", "--drain", "0", "--url", "postgres://x"}, "nothing to run"},
 		{[]string{"demo", "--writers", "0"}, "--writers must be at least 1"},
 		{[]string{"bench", "--only", "write,bogus"}, `--only: unknown benchmark "bogus"`},
@@ -191,7 +192,7 @@ func TestUsageErrors(t *testing.T) {
 	}
 	r := runIn(ctx, "", "--help")
 	require.Equal(t, cli.ExitOK, r.code)
-	for _, c := range []string{"migrate", "apply", "status", "definitions", "worker", "demo", "bench"} {
+	for _, c := range []string{"migrate", "apply", "status", "definitions", "backfill", "worker", "demo", "bench"} {
 		require.Contains(t, r.stdout, "  "+c+" ")
 	}
 }
@@ -341,6 +342,80 @@ func TestStatus(t *testing.T) {
 		require.Empty(t, r.stdout)
 		require.Equal(t, fmt.Sprintf("trellis: no transform writes %s\n", args[len(args)-1]), r.stderr)
 	}
+}
+
+func TestStatusSourceIndexGap(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE orders (id bigint PRIMARY KEY, customer_id int, price numeric);
+INSERT INTO orders SELECT g, g % 7, g FROM generate_series(1, 50) g`)
+	e.ok("migrate")
+	e.ok("apply", "TRANSFORM per_customer FROM orders SELECT customer_id AS customer_id, sum(price) AS total GROUP BY customer_id")
+
+	// The gap, on one line with its fix, and that Trellis leaves it to you.
+	r := e.ok("status", "per_customer")
+	require.Contains(t, r.stdout, "\nmissing source indexes: ")
+	require.Contains(t, r.stdout, "Trellis never creates indexes itself\n")
+	require.Contains(t, r.stdout, "\n  public.orders (customer_id) for group_by: run: CREATE INDEX ON \"public\".\"orders\" (\"customer_id\");\n")
+	require.NotContains(t, r.stdout, "opted out")
+
+	r = e.ok("status", "--json", "per_customer")
+	var st struct {
+		Gaps []map[string]any `json:"source_index_gaps"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
+	require.Equal(t, []map[string]any{{"table": "public.orders", "columns": []any{"customer_id"}, "role": "group_by",
+		"opted_out": false, "fix": `CREATE INDEX ON "public"."orders" ("customer_id");`}}, st.Gaps)
+
+	// Running the fix closes the gap.
+	e.exec(st.Gaps[0]["fix"].(string))
+	r = e.ok("status", "per_customer")
+	require.NotContains(t, r.stdout, "missing source index")
+	require.NotContains(t, r.stdout, "CREATE INDEX")
+}
+
+func TestBackfill(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE src (id int PRIMARY KEY, v int);
+CREATE TABLE other (id int PRIMARY KEY);
+INSERT INTO src SELECT g, g FROM generate_series(1, 300) g`)
+	e.ok("migrate")
+	c := e.workers()
+	e.ok("apply", "TRANSFORM sums FROM src SELECT v % 3 AS m, sum(v) AS total GROUP BY v % 3")
+	e.waitLive(c, "sums")
+	const recompute = "SELECT v % 3 AS m, sum(v) AS total FROM src GROUP BY 1"
+	e.requireMatches("sums", recompute)
+
+	// Rows change behind capture's back (triggers off): only a re-read finds out.
+	e.exec(`ALTER TABLE src DISABLE TRIGGER ALL; DELETE FROM src WHERE id > 200; UPDATE src SET v = 0 WHERE id <= 5; ALTER TABLE src ENABLE TRIGGER ALL`)
+	r := e.ok("backfill", "src")
+	require.Equal(t, "backfill queued for src: its readers re-derive their targets (watch with trellis status)\n", r.stdout)
+	require.Empty(t, r.stderr)
+	e.waitLive(c, "sums")
+	e.requireMatches("sums", recompute)
+
+	// Tables no transform reads, and tables that do not exist.
+	r = e.run("backfill", "other")
+	require.Equal(t, cli.ExitError, r.code)
+	require.Empty(t, r.stdout)
+	require.True(t, strings.HasPrefix(r.stderr, "trellis: "), r.stderr)
+	require.NotContains(t, r.stderr, "trellis: trellis:")
+	require.Contains(t, r.stderr, "not captured")
+	r = e.run("backfill", "missing")
+	require.Equal(t, cli.ExitError, r.code)
+	require.Contains(t, r.stderr, "missing does not exist")
+}
+
+// requireMatches requires target to hold exactly the rows recompute returns.
+func (e *env) requireMatches(target, recompute string) {
+	e.t.Helper()
+	var missing, extra int
+	q := fmt.Sprintf("SELECT (SELECT count(*) FROM ((%s) EXCEPT ALL (TABLE %s)) a), (SELECT count(*) FROM ((TABLE %s) EXCEPT ALL (%s)) b)",
+		recompute, target, target, recompute)
+	require.NoError(e.t, e.db.QueryRow(e.ctx, q).Scan(&missing, &extra))
+	require.Zero(e.t, missing, "%s lacks rows of a fresh recompute", target)
+	require.Zero(e.t, extra, "%s has rows a fresh recompute does not", target)
 }
 
 func TestDefinitions(t *testing.T) {

@@ -156,23 +156,28 @@ func writeStatus(w io.Writer, g *globals, st *trellis.Status, now time.Time) {
 	}
 	if len(st.PausedUpstreamColumns) > 0 {
 		problem("paused upstream columns: "+strings.Join(st.PausedUpstreamColumns, ", "),
-			"columns this transform reads from another transform's target are paused, so it is catching up: resume them (RESUME TRANSFORM <target.column>) once their cause is fixed")
-	}
-	for _, gap := range st.SourceIndexGaps {
-		what := "missing source index"
-		if gap.OptedOut {
-			what += " (opted out with WITHOUT SOURCE INDEX)"
+			"columns this transform reads from another transform's target are paused, so it is catching_up: it stays live, but the rows it derives from them lag until they resume, and it is live again once they have")
+		for _, addr := range st.PausedUpstreamColumns {
+			fmt.Fprintf(w, "  resume %s with RESUME TRANSFORM %s once its cause is fixed\n", addr, addr)
 		}
-		problem(fmt.Sprintf("%s: %s (%s) for %s", what, gap.Table, strings.Join(gap.Columns, ", "), gap.Role),
-			"without it every change of %s scans the table to find the rows it affects: run %s", gap.Table, gap.Fix)
+	}
+	for i, gap := range st.SourceIndexGaps {
+		if i == 0 {
+			fmt.Fprintf(w, "\nmissing source indexes: without one, every change of its table scans the table to find the rows it affects; Trellis never creates indexes itself\n")
+		}
+		opted := ""
+		if gap.OptedOut {
+			opted = ", opted out (WITHOUT SOURCE INDEX)"
+		}
+		fmt.Fprintf(w, "  %s (%s) for %s%s: run: %s\n", gap.Table, strings.Join(gap.Columns, ", "), gap.Role, opted, gap.Fix)
 	}
 	for _, n := range st.Correcting {
-		left := "not counted yet"
+		left := ""
 		if n.KeysRemaining != nil {
-			left = fmt.Sprintf("%d keys left", *n.KeysRemaining)
+			left = fmt.Sprintf(" (%d keys left)", *n.KeysRemaining)
 		}
-		problem("correcting partition: "+n.Node,
-			"a partition attached to or detached from the source since %s is being re-derived (%s); nothing to do", rfc3339(n.Since), left)
+		problem(fmt.Sprintf("correcting: %s since %s", n.Node, rfc3339(n.Since)),
+			"the target is being re-derived after partition %s was attached to or detached from the source%s; nothing to do, it clears when the correction finishes", n.Node, left)
 	}
 	if f := st.CaptureFailure; f != nil {
 		cols := ""
