@@ -318,11 +318,38 @@ func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *page) ([]int, erro
 		return srcs, fmt.Errorf("taking key locks: %w", err)
 	}
 	for _, id := range order {
-		if err := works[id].apply(ctx, tx); err != nil {
+		wk := works[id]
+		if err := w.buildBound(ctx, tx, wk); err != nil {
+			return srcs, err
+		}
+		if err := wk.apply(ctx, tx); err != nil {
 			return srcs, err
 		}
 	}
 	return srcs, nil
+}
+
+// buildBound reads, under the key locks, whether a projection is in its
+// initial build: the build inserts the keys past its cursor itself, so the
+// drain leaves them alone (and everything, before the build has begun).
+func (w *Worker) buildBound(ctx context.Context, tx pgx.Tx, wk *work) error {
+	if wk.plan.Kind() != plan.KindProjection || (wk.t.State != catalog.StateWaiting && wk.t.State != catalog.StateBackfilling) {
+		return nil
+	}
+	var state, kind string
+	var cursor []string
+	if err := tx.QueryRow(ctx, w.e.Cat.SQL(sqlBuildState), wk.t.ID).Scan(&state, &kind, &cursor); err != nil {
+		return fmt.Errorf("reading the build state of %s: %w", wk.t.Target, err)
+	}
+	if kind != "initial" || (state != catalog.StateWaiting && state != catalog.StateBackfilling) {
+		return nil
+	}
+	if cursor == nil {
+		wk.skip = true
+		return nil
+	}
+	wk.upTo = cursor
+	return nil
 }
 
 // work is what one page asks of one transform.
@@ -330,6 +357,8 @@ type work struct {
 	t       *catalog.Transform
 	plan    *plan.Plan
 	resync  bool
+	skip    bool     // an initial build has not begun: it will read everything
+	upTo    []string // an initial build's cursor: keys past it are the build's
 	keys    map[string][]*string // target keys (source keys, FROM keys or groups), by text
 	buckets map[int]bool
 }
@@ -455,11 +484,19 @@ func changeArgs(rows []change, nkeys, ncaps int) []any {
 // apply recomputes the work's keys (or the whole target).
 func (wk *work) apply(ctx context.Context, tx pgx.Tx) error {
 	pl := wk.plan
+	if wk.skip {
+		return nil
+	}
 	var stmts []string
 	var args []any
+	var bound []any
+	for _, v := range wk.upTo {
+		bound = append(bound, v)
+	}
 	switch {
 	case wk.resync && pl.Kind() == plan.KindProjection:
-		stmts = []string{pl.Resync()}
+		stmts = []string{pl.Resync(wk.upTo != nil)}
+		args = bound
 	case wk.resync:
 		stmts = pl.ShapeResync()
 	case len(wk.keys) == 0:
@@ -480,7 +517,8 @@ func (wk *work) apply(ctx context.Context, tx pgx.Tx) error {
 		}
 		switch pl.Kind() {
 		case plan.KindProjection:
-			stmts = []string{pl.Recompute()}
+			stmts = []string{pl.Recompute(wk.upTo != nil)}
+			args = append(args, bound...)
 		case plan.KindJoin:
 			stmts = pl.RecomputeJoinKeys()
 		default:

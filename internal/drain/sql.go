@@ -24,6 +24,8 @@ GROUP BY src, key, vals`
 	sqlKeyLocks = `
 SELECT count(pg_advisory_xact_lock(k)) FROM (SELECT DISTINCT k FROM unnest($1::bigint[]) AS u(k) ORDER BY k) s`
 
+	sqlBuildState = `SELECT state, build_kind, build_cursor FROM %[1]s.transforms WHERE id = $1`
+
 	sqlPageDone = `UPDATE %[1]s.pages SET done = true, retry_at = NULL WHERE id = $1`
 
 	sqlPageFailed = `

@@ -209,30 +209,68 @@ func (p *Plan) keysCTE() string {
 // Recompute re-derives the target rows of a set of source keys from the
 // current source rows, in one statement: rows the keys no longer produce are
 // deleted, the rest upserted (unchanged rows are not rewritten). Parameters:
-// one text[] per key column, element i of each forming key i. It returns the
-// number of rows deleted and upserted.
-func (p *Plan) Recompute() string {
-	src := fmt.Sprintf("SELECT %s FROM %s%s", p.selectList(), p.from(),
-		p.where(keyTuple(p.srcKey())+" IN (SELECT "+ident.List(p.Spec.Source.KeyCols)+" FROM k)"))
-	return p.withDeleteUpsert("k AS ("+p.keysCTE()+"), ", src, "USING k", true)
+// one text[] per key column, element i of each forming key i; with upTo,
+// then the key values (text) of an initial build's cursor, past which the
+// target is left to the build. It returns the counts deleted and upserted.
+func (p *Plan) Recompute(upTo bool) string {
+	keys := p.Spec.Source.KeyCols
+	n := len(keys)
+	var srcCond, tCond, pre string
+	if n == 1 {
+		// A plain array match lets the planner use the primary keys.
+		typ := p.Spec.Source.KeyTypes[0]
+		srcCond = fmt.Sprintf("%s = ANY ($1::%s[])", p.srcKey()[0], typ)
+		tCond = fmt.Sprintf("t.%s = ANY ($1::%s[])", ident.Quote(keys[0]), typ)
+	} else {
+		pre = "k AS (" + p.keysCTE() + "), "
+		srcCond = keyTuple(p.srcKey()) + " IN (SELECT " + ident.List(keys) + " FROM k)"
+		var tk []string
+		for _, k := range keys {
+			tk = append(tk, "t."+ident.Quote(k))
+		}
+		tCond = keyTuple(tk) + " IN (SELECT " + ident.List(keys) + " FROM k)"
+	}
+	conds := []string{srcCond}
+	tConds := []string{tCond}
+	if upTo {
+		conds = append(conds, keyTuple(p.srcKey())+" <= "+p.cursorTuple(n+1))
+		tConds = append(tConds, p.targetKeyTuple()+" <= "+p.cursorTuple(n+1))
+	}
+	src := fmt.Sprintf("SELECT %s FROM %s%s", p.selectList(), p.from(), p.where(conds...))
+	return p.withDeleteUpsert(pre, src, strings.Join(tConds, " AND "))
 }
 
 // Resync re-derives the whole target from the whole source (after a
-// TRUNCATE of the source). No parameters.
-func (p *Plan) Resync() string {
-	src := fmt.Sprintf("SELECT %s FROM %s%s", p.selectList(), p.from(), p.where())
-	return p.withDeleteUpsert("", src, "", false)
+// TRUNCATE of the source). With upTo, parameters are an initial build's
+// cursor, and only the part of the target up to it is touched.
+func (p *Plan) Resync(upTo bool) string {
+	var conds, tConds []string
+	if upTo {
+		conds = append(conds, keyTuple(p.srcKey())+" <= "+p.cursorTuple(1))
+		tConds = append(tConds, p.targetKeyTuple()+" <= "+p.cursorTuple(1))
+	}
+	src := fmt.Sprintf("SELECT %s FROM %s%s", p.selectList(), p.from(), p.where(conds...))
+	return p.withDeleteUpsert("", src, strings.Join(tConds, " AND "))
+}
+
+func (p *Plan) targetKeyTuple() string {
+	var tk []string
+	for _, k := range p.Spec.Source.KeyCols {
+		tk = append(tk, "t."+ident.Quote(k))
+	}
+	return keyTuple(tk)
 }
 
 // withDeleteUpsert assembles WITH <pre> src AS (...), del AS (DELETE target
-// rows not in src [restricted]), ins AS (upsert src) SELECT counts.
-func (p *Plan) withDeleteUpsert(pre, src, using string, restrictToKeys bool) string {
+// rows matching tCond that src does not yield), ins AS (upsert src) SELECT
+// the counts.
+func (p *Plan) withDeleteUpsert(pre, src, tCond string) string {
 	t := p.Target.Quoted()
 	delWhere := "NOT EXISTS (SELECT 1 FROM src WHERE " + p.keyMatch("src", "t") + ")"
-	if restrictToKeys {
-		delWhere = p.keyMatch("t", "k") + " AND " + delWhere
+	if tCond != "" {
+		delWhere = tCond + " AND " + delWhere
 	}
-	del := fmt.Sprintf("DELETE FROM %s AS t %s WHERE %s RETURNING 1", t, using, delWhere)
+	del := fmt.Sprintf("DELETE FROM %s AS t WHERE %s RETURNING 1", t, delWhere)
 	return fmt.Sprintf("WITH %ssrc AS (%s), del AS (%s), ins AS (%s RETURNING 1) SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM ins)",
 		pre, src, del, p.upsert("src"))
 }
@@ -263,9 +301,9 @@ func (p *Plan) cursorTuple(start int) string {
 
 // BuildPage re-derives the target rows of the source keys in (lower,
 // upper]: lower is absent on the first page, upper on the last. Parameters:
-// lower's key values then upper's, as text. With deleteUnbacked, target
-// rows in the range that the source no longer backs are deleted too (a
-// rebuild); an initial build only inserts and updates.
+// lower's key values then upper's, as text. With deleteUnbacked (a
+// rebuild), rows are upserted and target rows in the range that the source
+// no longer backs are deleted; an initial build only inserts.
 func (p *Plan) BuildPage(hasLower, hasUpper, deleteUnbacked bool) string {
 	n := len(p.Spec.Source.KeyCols)
 	var srcConds, tConds []string
@@ -285,7 +323,10 @@ func (p *Plan) BuildPage(hasLower, hasUpper, deleteUnbacked bool) string {
 	}
 	src := fmt.Sprintf("SELECT %s FROM %s%s", p.selectList(), p.from(), p.where(srcConds...))
 	if !deleteUnbacked {
-		return fmt.Sprintf("WITH src AS (%s), ins AS (%s RETURNING 1) SELECT 0::bigint, (SELECT count(*) FROM ins)", src, p.upsert("src"))
+		// An initial build: the drain leaves keys past the build's cursor
+		// alone, so the page's rows are new to the target.
+		return fmt.Sprintf("WITH ins AS (INSERT INTO %s (%s) %s RETURNING 1) SELECT 0::bigint, count(*) FROM ins",
+			p.Target.Quoted(), ident.List(p.columnNames()), src)
 	}
 	delWhere := append(tConds, "NOT EXISTS (SELECT 1 FROM src WHERE "+p.keyMatch("src", "t")+")")
 	del := fmt.Sprintf("DELETE FROM %s AS t WHERE %s RETURNING 1", p.Target.Quoted(), strings.Join(delWhere, " AND "))

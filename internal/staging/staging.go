@@ -27,7 +27,7 @@ import (
 
 // Defaults for the worker's cadence.
 const (
-	BuildPageRows   = 20000
+	BuildPageRows   = 50000
 	RotateEvery     = 2 * time.Second
 	MaintainEvery   = 500 * time.Millisecond
 	SegmentLockWait = 10 * time.Millisecond
@@ -204,15 +204,26 @@ func (w *Worker) buildStep(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	for _, id := range ids {
-		if err := w.buildPage(ctx, id); err != nil {
+		done, err := w.buildPage(ctx, id)
+		if err != nil {
 			return false, err
+		}
+		if done != nil {
+			// Fresh statistics, so the drain's plans over the new target
+			// use its indexes from the start.
+			if _, err := w.Pool.Exec(ctx, "ANALYZE "+done.Quoted()); err != nil {
+				w.Logger.Warn("analyzing a built target", "target", done.String(), "error", err)
+			}
 		}
 	}
 	return len(ids) > 0, nil
 }
 
-func (w *Worker) buildPage(ctx context.Context, id int) error {
-	return pgx.BeginFunc(ctx, w.Pool, func(tx pgx.Tx) error {
+// buildPage runs one page of a build; it returns the target when the build
+// finished.
+func (w *Worker) buildPage(ctx context.Context, id int) (*plan.Target, error) {
+	var finished *plan.Target
+	err := pgx.BeginFunc(ctx, w.Pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, sqlLockShared, catalog.LockKey(w.Cat.Schema, "ddl")); err != nil {
 			return err
 		}
@@ -225,6 +236,7 @@ func (w *Worker) buildPage(ctx context.Context, id int) error {
 		}
 		pl := t.Plan()
 		if pl.Kind() != plan.KindProjection {
+			finished = &t.Target
 			return w.buildShape(ctx, tx, t, pl)
 		}
 		first := t.State == catalog.StateWaiting || t.BuildCursor == nil
@@ -271,11 +283,16 @@ func (w *Worker) buildPage(ctx context.Context, id int) error {
 				return err
 			}
 			w.Logger.Info("build finished; transform is live", "target", t.Target.String())
+			finished = &t.Target
 			return nil
 		}
 		_, err = tx.Exec(ctx, w.Cat.SQL(sqlBuildProgress), t.ID, upper, upserted)
 		return err
 	})
+	if err != nil {
+		return nil, err
+	}
+	return finished, nil
 }
 
 // buildShape builds a join or aggregate target in one statement pair
