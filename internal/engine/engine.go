@@ -387,16 +387,27 @@ func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (Result, error) {
 		exists := slices.ContainsFunc(spec.Columns, func(c plan.Column) bool { return c.Name == col })
 		switch s.Action {
 		case grammar.AlterAddColumn:
-			if exists || slices.Contains(spec.Source.KeyCols, col) {
+			if exists || slices.Contains(t.Plan().KeyNames(), col) {
 				return errs.New(errs.Conflict, "%s already has a column %s", t.Target, col)
 			}
-			if s.Column.HasAggregate {
+			grouped := len(spec.GroupBy) > 0
+			if s.Column.HasAggregate && !grouped {
 				return errs.New(errs.Validation, "column %s uses an aggregate: aggregates need GROUP BY", col)
 			}
-			var fns []string
-			if st, err := grammar.Parse("TRANSFORM x FROM y SELECT " + s.Column.Expr + " AS c"); err == nil {
-				fns = st.(*grammar.Transform).Functions
+			if grouped && !s.Column.HasAggregate {
+				return errs.New(errs.Validation, "column %s of a GROUP BY transform must be an aggregate: its key (the GROUP BY) cannot change", col)
 			}
+			// The functions the expression calls, read by parsing it in a
+			// statement of its own (grouped, for an aggregate).
+			probe := "TRANSFORM x FROM y SELECT " + s.Column.Expr + " AS c"
+			if grouped {
+				probe = "TRANSFORM x FROM y SELECT " + s.Column.Expr + " AS c, trellis_g AS trellis_g GROUP BY trellis_g"
+			}
+			st, err := grammar.Parse(probe)
+			if err != nil {
+				return errs.Wrap(errs.Validation, err, "column %s", col)
+			}
+			fns := st.(*grammar.Transform).Functions
 			if err := e.checkFunctions(ctx, tx, fns, len(t.Spec.GroupBy) > 0); err != nil {
 				return err
 			}
@@ -431,7 +442,7 @@ func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (Result, error) {
 				}
 			}
 		case grammar.AlterDropColumn:
-			if slices.Contains(spec.Source.KeyCols, col) {
+			if slices.Contains(t.Plan().KeyNames(), col) {
 				return errs.New(errs.Validation, "column %s is the key of %s and cannot be dropped", col, t.Target)
 			}
 			if !exists {

@@ -152,7 +152,7 @@ func (p *Plan) CreateTarget() string {
 // ProbeColumn is a query whose single result column has the type PostgreSQL
 // infers for expr over the source; it returns no rows.
 func (p *Plan) ProbeColumn(expr string) string {
-	return fmt.Sprintf("SELECT (%s) AS c FROM %s LIMIT 0", expr, p.from())
+	return fmt.Sprintf("SELECT (%s) AS c FROM %s%s LIMIT 0", expr, p.fromClause(), p.groupBy())
 }
 
 // keyTuple renders (a, b) or a for a list of column expressions.
