@@ -287,3 +287,32 @@ func TestAlterShapes(t *testing.T) {
 	e.converge(c)
 	e.assertMatches("per_customer", `SELECT customer_id, max(price) AS dearest FROM orders GROUP BY customer_id`)
 }
+
+func TestJoinOnSeveralColumns(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE prices (sku text, store int, price numeric, PRIMARY KEY (sku, store))`)
+	e.exec(`CREATE TABLE sales (id bigint PRIMARY KEY, sku text, store int, qty int)`)
+	e.exec(`INSERT INTO prices SELECT 's' || (g % 10), g / 10, g FROM generate_series(0, 49) g`)
+	e.exec(`INSERT INTO sales SELECT g, 's' || (g % 12), g % 6, g % 4 FROM generate_series(1, 300) g`)
+	c := e.engine()
+	_, err := c.Define(e.ctx, `TRANSFORM sale_amounts FROM sales s LEFT JOIN prices p ON p.sku = s.sku AND p.store = s.store
+		SELECT s.id AS sale, s.qty * p.price AS amount`)
+	require.NoError(t, err)
+	_, err = c.Define(e.ctx, `TRANSFORM store_revenue FROM sales s JOIN prices p ON p.sku = s.sku AND p.store = s.store
+		SELECT s.store AS store, sum(s.qty * p.price) AS revenue, bool_or(s.qty > 2) AS any_big GROUP BY s.store`)
+	require.NoError(t, err)
+	e.waitState(c, "sale_amounts", trellis.StateLive)
+	e.waitState(c, "store_revenue", trellis.StateLive)
+	amounts := `SELECT s.id AS sale, p.sku AS p_sku, p.store AS p_store, s.qty * p.price AS amount FROM sales s LEFT JOIN prices p ON p.sku = s.sku AND p.store = s.store`
+	revenue := `SELECT s.store, sum(s.qty * p.price) AS revenue, bool_or(s.qty > 2) AS any_big FROM sales s JOIN prices p ON p.sku = s.sku AND p.store = s.store GROUP BY s.store`
+	e.assertMatches("sale_amounts", amounts)
+	e.assertMatches("store_revenue", revenue)
+	e.exec(`UPDATE prices SET price = price * 2 WHERE store = 1`)
+	e.exec(`UPDATE prices SET store = 9 WHERE sku = 's3' AND store = 2`)
+	e.exec(`UPDATE sales SET store = (store + 1) % 6 WHERE id % 7 = 0`)
+	e.exec(`DELETE FROM prices WHERE sku = 's5'`)
+	e.converge(c)
+	e.assertMatches("sale_amounts", amounts)
+	e.assertMatches("store_revenue", revenue)
+}
