@@ -221,7 +221,7 @@ func TestCrashesLoseNothing(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return e.rows(`SELECT build_rows > 0 FROM trellis.transforms`)[0][0] == "true"
 	}, 30*time.Second, 5*time.Millisecond)
-	e.exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'trellis%' AND pid <> pg_backend_pid()`)
+	e.exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'trellis%' AND datname = current_database() AND pid <> pg_backend_pid()`)
 	require.NoError(t, first.Close())
 	st := e.rows(`SELECT state, build_cursor IS NOT NULL, build_rows FROM trellis.transforms`)[0]
 	if st[0] == "backfilling" {
@@ -253,7 +253,7 @@ func TestCrashesLoseNothing(t *testing.T) {
 	}
 	for i := 0; i < 8; i++ {
 		time.Sleep(300 * time.Millisecond)
-		e.exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'trellis worker' AND pid <> pg_backend_pid()`)
+		e.exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'trellis worker' AND datname = current_database() AND pid <> pg_backend_pid()`)
 	}
 	close(stop)
 	wg.Wait()

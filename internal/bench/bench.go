@@ -13,7 +13,13 @@
 //     backlog, versus a bare INSERT ... SELECT ... ON CONFLICT DO UPDATE of
 //     the same keys, 10,000 at a time.
 //   - "backfill": rows per second from Define to live, versus CREATE TABLE
-//     AS plus its primary key.
+//     AS plus its primary key (for GROUP BY and JOIN shapes, CREATE TABLE
+//     AS of the definition's query plus the target's unique key).
+//
+// Options.Shape picks the transform they all maintain: a projection of
+// bench_src (the default), a GROUP BY of it into 10,000 groups, or its JOIN
+// with a 10,000-row bench_customers (see Shapes). The write workload is the
+// same single-row UPDATE of bench_src for every shape.
 //
 // Every benchmark works in its own schemas (a source schema and a catalog
 // schema), and in its own database when Run starts its own cluster.
@@ -100,6 +106,9 @@ type Options struct {
 	// Changes is the backlog of the drain benchmark: that many distinct
 	// rows are updated while no drain runs. Default 200,000.
 	Changes int
+	// Shape is the transform every benchmark maintains: Projection (the
+	// default), GroupBy or Join (see Shapes).
+	Shape string
 	// Logf receives progress messages; nil discards them.
 	Logf func(format string, args ...any)
 }
@@ -108,6 +117,7 @@ func (o Options) withDefaults() Options {
 	o.Rows = cmp.Or(o.Rows, DefaultRows)
 	o.Duration = cmp.Or(o.Duration, DefaultDuration)
 	o.Changes = cmp.Or(o.Changes, DefaultChanges)
+	o.Shape = cmp.Or(o.Shape, Projection)
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
@@ -119,6 +129,9 @@ func (o Options) validate() error {
 		if !slices.Contains(All, n) {
 			return fmt.Errorf("bench: unknown benchmark %q (known: %s)", n, strings.Join(All, ", "))
 		}
+	}
+	if !slices.Contains(Shapes, o.Shape) {
+		return fmt.Errorf("bench: unknown shape %q (known: %s)", o.Shape, strings.Join(Shapes, ", "))
 	}
 	switch {
 	case o.Rows < 1:
@@ -268,8 +281,8 @@ func (s *suite) describe(ctx context.Context) (string, error) {
 	if s.cluster == nil {
 		where = "Options.URL"
 	}
-	return fmt.Sprintf("trellis benchmarks: PostgreSQL %s (%s, fsync=%s, synchronous_commit=%s), %d CPUs, load average %s, rows %d, changes %d, phase %s",
-		version, where, fsync, syncCommit, runtime.NumCPU(), loadAverage(), s.opts.Rows, s.opts.Changes, s.opts.Duration), nil
+	return fmt.Sprintf("trellis benchmarks: PostgreSQL %s (%s, fsync=%s, synchronous_commit=%s), %d CPUs, load average %s, shape %s, rows %d, changes %d, phase %s",
+		version, where, fsync, syncCommit, runtime.NumCPU(), loadAverage(), s.opts.Shape, s.opts.Rows, s.opts.Changes, s.opts.Duration), nil
 }
 
 func (s *suite) runOne(ctx context.Context, name string, fn func(context.Context, *env) ([]Result, error)) ([]Result, error) {
@@ -285,6 +298,7 @@ func (s *suite) runOne(ctx context.Context, name string, fn func(context.Context
 type env struct {
 	s       *suite
 	name    string
+	shape   shape
 	url     string
 	schema  string // sources and targets
 	catalog string // the Trellis instance's catalog
@@ -293,7 +307,7 @@ type env struct {
 }
 
 func (s *suite) newEnv(ctx context.Context, name string) (*env, error) {
-	e := &env{s: s, name: name, url: s.opts.URL, schema: "bench_" + name, catalog: "bench_" + name + "_trellis"}
+	e := &env{s: s, name: name, shape: shapeOf(s.opts.Shape), url: s.opts.URL, schema: "bench_" + name, catalog: "bench_" + name + "_trellis"}
 	if s.cluster != nil {
 		e.dbName = "bench_" + name
 		if err := s.cluster.DropDatabase(ctx, e.dbName); err != nil {
@@ -398,26 +412,6 @@ func firstLine(s string) string {
 // used here need no quoting).
 func (e *env) table(name string) string { return e.schema + "." + name }
 
-// createSource creates bench_src(id bigint primary key, v int, filler text)
-// with rows rows (ids 1..rows, v 0), vacuumed and analysed.
-func (e *env) createSource(ctx context.Context, rows int) error {
-	begin := time.Now()
-	src := e.table("bench_src")
-	for _, q := range []string{
-		fmt.Sprintf("CREATE TABLE %s (id bigint NOT NULL, v int NOT NULL, filler text)", src),
-		fmt.Sprintf("INSERT INTO %s SELECT g, 0, repeat('x', %d) FROM generate_series(1, %d) g", src, fillerWidth, rows),
-		fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (id)", src),
-		fmt.Sprintf("VACUUM (ANALYZE) %s", src),
-	} {
-		if err := e.exec(ctx, q); err != nil {
-			return err
-		}
-	}
-	e.checkpoint(ctx)
-	e.logf("created %s with %d rows in %s", src, rows, time.Since(begin).Round(time.Millisecond))
-	return nil
-}
-
 // checkpoint runs CHECKPOINT so that one does not land in a measurement; a
 // role that may not is not an error.
 func (e *env) checkpoint(ctx context.Context) {
@@ -436,11 +430,6 @@ func (e *env) connect(ctx context.Context, staging bool, workers int) (*trellis.
 		DrainWorkers: workers,
 		Logger:       slog.New(slog.DiscardHandler),
 	})
-}
-
-// transform is the benchmarks' definition: a projection of bench_src.
-func (e *env) transform() string {
-	return fmt.Sprintf("TRANSFORM %s FROM %s SELECT v AS v", e.table("bench_tgt"), e.table("bench_src"))
 }
 
 // migrate creates the benchmark's Trellis catalog.
@@ -475,6 +464,19 @@ func (e *env) define(ctx context.Context, c *trellis.Client) (time.Duration, err
 		return 0, err
 	}
 	took := time.Since(begin)
+	// The benchmarks measure the configuration Trellis asks for: a GROUP BY
+	// or JOIN source lacking an index it needs is the setup's mistake.
+	st, err := c.Status(ctx, target)
+	if err != nil {
+		return 0, fmt.Errorf("reading the status of %s: %w", target, err)
+	}
+	if st != nil && len(st.SourceIndexGaps) > 0 {
+		var gaps []string
+		for _, g := range st.SourceIndexGaps {
+			gaps = append(gaps, g.Fix)
+		}
+		return 0, fmt.Errorf("Trellis reports source indexes %s needs: %s", target, strings.Join(gaps, " "))
+	}
 	// Analyse the new target, as autovacuum would within a minute: without
 	// statistics the drain's recompute can pick a plan that reads the whole
 	// target (see the package's report). The benchmarks measure the steady
@@ -563,15 +565,6 @@ func converge(ctx context.Context, c *trellis.Client) error {
 			return fmt.Errorf("waiting for convergence: %w", err)
 		}
 	}
-}
-
-// mismatches counts source rows whose target row is missing or differs.
-func (e *env) mismatches(ctx context.Context) (int64, error) {
-	var n int64
-	err := e.pool.QueryRow(ctx, fmt.Sprintf(
-		"SELECT count(*) FROM %s s LEFT JOIN %s t USING (id) WHERE t.v IS DISTINCT FROM s.v",
-		e.table("bench_src"), e.table("bench_tgt"))).Scan(&n)
-	return n, err
 }
 
 // loadAverage is the 1-minute load average, "?" where it cannot be read.

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"flag"
 	"math"
@@ -19,20 +20,33 @@ func TestMain(m *testing.M) { os.Exit(testpg.Main(m)) }
 // database and checks that each figure is a positive number. It asserts no
 // time and no ratio.
 func TestBenchSmoke(t *testing.T) {
-	url := testpg.Database(t)
+	smoke(t, Options{Rows: 2000, Changes: 2000, Duration: time.Second})
+}
+
+// TestBenchShapesSmoke is TestBenchSmoke for the GROUP BY and JOIN shapes,
+// with shorter phases.
+func TestBenchShapesSmoke(t *testing.T) {
+	for _, shape := range []string{GroupBy, Join} {
+		t.Run(shape, func(t *testing.T) {
+			smoke(t, Options{Shape: shape, Rows: 2000, Changes: 2000, Duration: 300 * time.Millisecond})
+		})
+	}
+}
+
+func smoke(t *testing.T, opts Options) {
+	t.Helper()
+	opts.URL = testpg.Database(t)
+	opts.Logf = t.Logf
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	results, err := RunResults(ctx, Options{
-		URL:      url,
-		Rows:     2000,
-		Changes:  2000,
-		Duration: time.Second,
-		Logf:     t.Logf,
-	}, &out)
+	results, err := RunResults(ctx, opts, &out)
 	t.Log("\n" + out.String())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if want := "shape " + cmp.Or(opts.Shape, Projection) + ","; !strings.Contains(out.String(), want) {
+		t.Errorf("the report's header does not say %q", want)
 	}
 	names := map[string]bool{}
 	for _, r := range results {
@@ -48,6 +62,33 @@ func TestBenchSmoke(t *testing.T) {
 		if !names[n] {
 			t.Errorf("no result of benchmark %s", n)
 		}
+	}
+}
+
+func TestUnknownShape(t *testing.T) {
+	_, err := RunResults(context.Background(), Options{Shape: "window"}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), `unknown shape "window"`) {
+		t.Fatalf("got %v, want an unknown shape error", err)
+	}
+}
+
+// TestProberGroups checks the totals the latency benchmark waits for on a
+// GROUP BY: a group's total is the sum of its rows' latest values.
+func TestProberGroups(t *testing.T) {
+	p := (&env{shape: shapeOf(GroupBy)}).prober()
+	for _, w := range []struct{ id, v, key, want int64 }{
+		{1, 1, 1, 1},
+		{10_001, 2, 1, 3},
+		{1, 3, 1, 5},
+		{2, 4, 2, 4},
+		{10_001, 5, 1, 8},
+	} {
+		if key, want := p.wrote(w.id, w.v); key != w.key || want != w.want {
+			t.Errorf("wrote(%d, %d) = %d, %d; want %d, %d", w.id, w.v, key, want, w.key, w.want)
+		}
+	}
+	if key, want := (&env{shape: shapeOf(Join)}).prober().wrote(7, 9); key != 7 || want != 9 {
+		t.Errorf("join: wrote(7, 9) = %d, %d; want 7, 9", key, want)
 	}
 }
 

@@ -12,9 +12,9 @@ import (
 // statement), and then a client with staging and 2 drain workers is
 // connected and timed until AwaitConverged returns. The baseline is a bare
 // INSERT ... SELECT ... WHERE id = ANY($1) ON CONFLICT DO UPDATE of the
-// same keys into a copy of the table, 10,000 shuffled keys per statement on
-// one connection (run before and after the drain; the faster is used, so
-// noise can only make the ratio worse).
+// same keys into a copy of bench_src's (id, v), whatever the shape, 10,000
+// shuffled keys per statement on one connection (run before and after the
+// drain; the faster is used, so noise can only make the ratio worse).
 func (s *suite) drain(ctx context.Context, e *env) ([]Result, error) {
 	n := s.opts.Changes
 	if err := e.createSource(ctx, n); err != nil {
@@ -106,7 +106,7 @@ func (s *suite) drain(ctx context.Context, e *env) ([]Result, error) {
 		return nil, err
 	}
 	if bad != 0 {
-		return nil, fmt.Errorf("after convergence %d target rows differ from the source", bad)
+		return nil, fmt.Errorf("after convergence %d target rows differ from the definition's result", bad)
 	}
 
 	base2, err := baseline()
@@ -118,7 +118,7 @@ func (s *suite) drain(ctx context.Context, e *env) ([]Result, error) {
 	perBatch := ms(base) / float64((n+drainBatch-1)/drainBatch)
 	return []Result{
 		result("drain", float64(n)/base.Seconds(), float64(n)/took.Seconds(), "keys/s",
-			fmt.Sprintf("%d-change backlog, Connect to converged with 2 workers (%.2f s), vs bare upsert of %d keys/statement, best of 2 (%.0f ms each; DESIGN: ~160 ms, ~62k keys/s)",
-				n, took.Seconds(), drainBatch, perBatch)),
+			fmt.Sprintf("%s shape, %d-change backlog, Connect to converged with 2 workers (%.2f s), vs bare upsert of %d keys/statement, best of 2 (%.0f ms each; DESIGN: ~160 ms, ~62k keys/s)",
+				e.shape.name, n, took.Seconds(), drainBatch, perBatch)),
 	}, nil
 }

@@ -9,9 +9,11 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// probe is one write the poller waits to see in the target.
+// probe is one write the poller waits to see in the target: the target
+// row of key must show at least v (the row's new v; for a GROUP BY, the
+// group's new total).
 type probe struct {
-	id, v     int64
+	id, v     int64     // target key and least value
 	committed time.Time // when the writer's UPDATE returned
 }
 
@@ -20,6 +22,10 @@ type probe struct {
 // when its commit returned; a poller looks for the outstanding values in
 // the target every millisecond (one query for all of them) and records when
 // it first saw each. The baseline is the writer's own commit latency.
+//
+// For a GROUP BY the poller reads the group's total, which the writer
+// tracks (each write raises a row's v, so a group's total only grows); for
+// a JOIN, v of the row's target row.
 func (s *suite) latency(ctx context.Context, e *env) ([]Result, error) {
 	rows := min(s.opts.Rows, latencyRows)
 	if err := e.createSource(ctx, rows); err != nil {
@@ -57,12 +63,13 @@ func (s *suite) latency(ctx context.Context, e *env) ([]Result, error) {
 	done := make(chan pollResult, 1)
 	go func() {
 		var r pollResult
-		r.delays, r.unresolved, r.queries, r.err = poll(ctx, poller, e.table("bench_tgt"), probes)
+		r.delays, r.unresolved, r.queries, r.err = poll(ctx, poller, e.pollQuery(), probes)
 		done <- r
 	}()
 
 	upd := fmt.Sprintf("UPDATE %s SET v = $2 WHERE id = $1", e.table("bench_src"))
 	rng := rand.New(rand.NewPCG(1, 2))
+	track := e.prober()
 	var commits []time.Duration
 	tick := time.NewTicker(time.Second / latencyRate)
 	begin := time.Now()
@@ -78,7 +85,8 @@ func (s *suite) latency(ctx context.Context, e *env) ([]Result, error) {
 		}
 		end := time.Now()
 		commits = append(commits, end.Sub(start))
-		probes <- probe{id: id, v: v, committed: end}
+		key, want := track.wrote(id, v)
+		probes <- probe{id: key, v: want, committed: end}
 	}
 	tick.Stop()
 	elapsed := time.Since(begin)
@@ -112,11 +120,10 @@ func (s *suite) latency(ctx context.Context, e *env) ([]Result, error) {
 
 // poll resolves probes until the channel is closed and every probe is
 // resolved, or latencyGrace after the close. A probe is resolved when its
-// row's v in the target is at least the probe's value (values only grow).
+// target row's value is at least the probe's value (values only grow).
 // The delay is measured to the end of the poll query that saw it, so it
 // errs high by at most one poll.
-func poll(ctx context.Context, conn *pgx.Conn, target string, probes <-chan probe) (delays []time.Duration, unresolved, queries int, err error) {
-	q := fmt.Sprintf("SELECT id, v FROM %s WHERE id = ANY($1)", target)
+func poll(ctx context.Context, conn *pgx.Conn, q string, probes <-chan probe) (delays []time.Duration, unresolved, queries int, err error) {
 	out := map[int64][]probe{}
 	n := 0
 	open := true
@@ -209,4 +216,11 @@ func poll(ctx context.Context, conn *pgx.Conn, target string, probes <-chan prob
 		case <-tick.C:
 		}
 	}
+}
+
+// pollQuery reads the latency poller's key and value of the target rows
+// whose keys $1 holds.
+func (e *env) pollQuery() string {
+	k, v := e.shape.pollKey, e.shape.pollVal
+	return fmt.Sprintf("SELECT %s, %s FROM %s WHERE %s = ANY($1)", k, v, e.table("bench_tgt"), k)
 }
