@@ -379,6 +379,14 @@ func (c *Client) Status(ctx context.Context, target string) (*Status, error) {
 			BackfillingColumns: info.BackfillingColumns,
 			BuildRows:          t.BuildRows,
 		}
+		if t.FailureKind != "" {
+			cols := t.FailureColumns
+			if cols == nil {
+				cols = []string{}
+			}
+			st.CaptureFailure = &CaptureFailure{Kind: CaptureFailureKind(t.FailureKind), SourceTable: t.FailureTable,
+				Error: t.FailureError, Columns: cols, DetectedAt: t.FailureAt.Truncate(time.Microsecond)}
+		}
 		st.PausedUpstreamColumns = info.PausedUpstream
 		if st.State == StateLive && len(st.PausedUpstreamColumns) > 0 {
 			st.State = StateCatchingUp
@@ -416,6 +424,25 @@ func (c *Client) Definitions(ctx context.Context) ([]DefinitionSummary, error) {
 			})
 		}
 		return nil
+	})
+	return out, err
+}
+
+// DetectCaptureDisruptions pauses, now, every transform reading a table
+// whose capture was changed outside Trellis (a trigger disabled and
+// re-enabled, dropped or replaced, the capture function replaced, the table
+// gone), and returns the qualified names of the tables whose capture stands
+// disrupted. The staging worker does the same on its own cadence; this is
+// for a caller that has just done something that disrupts capture, like a
+// fixture load with triggers disabled. Their Status then has a
+// CaptureFailure of kind CaptureFailureDisruption; RESUME reinstalls capture
+// and re-derives the target. It repairs nothing itself.
+func (c *Client) DetectCaptureDisruptions(ctx context.Context) ([]string, error) {
+	var out []string
+	err := c.call(ctx, "detecting capture disruptions", func(ctx context.Context) error {
+		var err error
+		out, err = c.eng.DetectCaptureDisruptions(ctx)
+		return err
 	})
 	return out, err
 }

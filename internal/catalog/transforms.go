@@ -41,6 +41,13 @@ type Transform struct {
 	BuildCursor  []string
 	BuildRows    int64
 	CreatedAt    time.Time
+
+	// A capture failure (FailureKind "" when none).
+	FailureKind    string
+	FailureTable   string
+	FailureError   string
+	FailureColumns []string
+	FailureAt      time.Time
 }
 
 // Plan is the transform's SQL plan.
@@ -64,11 +71,19 @@ func (c *Catalog) Q() string { return c.q }
 func scanTransform(row pgx.Row) (*Transform, error) {
 	var t Transform
 	var spec []byte
-	var reason *string
+	var reason, fkind, ftable, ferr *string
+	var fat *time.Time
 	err := row.Scan(&t.ID, &t.Target.Schema, &t.Target.Name, &t.Statement, &spec, &t.State, &t.StateSince,
-		&reason, &t.BuildKind, &t.BuildCursor, &t.BuildRows, &t.CreatedAt)
+		&reason, &t.BuildKind, &t.BuildCursor, &t.BuildRows, &t.CreatedAt,
+		&fkind, &ftable, &ferr, &t.FailureColumns, &fat)
 	if err != nil {
 		return nil, err
+	}
+	if fkind != nil {
+		t.FailureKind, t.FailureTable, t.FailureError = *fkind, deref(ftable), deref(ferr)
+		if fat != nil {
+			t.FailureAt = fat.UTC()
+		}
 	}
 	if reason != nil {
 		t.PausedReason = *reason
@@ -79,6 +94,13 @@ func scanTransform(row pgx.Row) (*Transform, error) {
 	t.StateSince = t.StateSince.UTC()
 	t.CreatedAt = t.CreatedAt.UTC()
 	return &t, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // Transforms lists every definition, oldest first, and the catalog's

@@ -301,12 +301,65 @@ func (e *Engine) resume(ctx context.Context, a grammar.Address) (Result, error) 
 			return err
 		}
 		res.Addresses = []string{t.Target.Name}
+		// Capture that was disrupted is installed afresh; a source that is
+		// gone cannot be resumed.
+		var gone []string
+		rows, err := tx.Query(ctx, e.Cat.SQL(sqlDisruptedSources), t.ID)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var name string
+			var exists bool
+			if err := rows.Scan(&name, &exists); err != nil {
+				rows.Close()
+				return err
+			}
+			if !exists {
+				gone = append(gone, name)
+			}
+		}
+		rows.Close()
+		if len(gone) > 0 {
+			return errs.New(errs.NotFound, "cannot resume %s: its source table %s no longer exists", t.Target, strings.Join(gone, ", "))
+		}
+		if _, err := tx.Exec(ctx, e.Cat.SQL(sqlReinstallDisrupted), t.ID); err != nil {
+			return err
+		}
 		if err := e.Cat.BumpGen(ctx, tx); err != nil {
 			return err
 		}
 		return e.notifyStaging(ctx, tx)
 	})
 	return res, err
+}
+
+// DetectCaptureDisruptions pauses now the readers of every source whose
+// capture was changed outside Trellis, and returns the qualified names of
+// all sources whose capture stands disrupted.
+func (e *Engine) DetectCaptureDisruptions(ctx context.Context) ([]string, error) {
+	var out []string
+	err := e.inTx(ctx, func(tx pgx.Tx) error {
+		found, err := e.Names.Detect(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if len(found) > 0 {
+			if err := e.Cat.BumpGen(ctx, tx); err != nil {
+				return err
+			}
+		}
+		rows, err := tx.Query(ctx, e.Cat.SQL(sqlDisrupted))
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	if out == nil {
+		out = []string{}
+	}
+	return out, err
 }
 
 func (e *Engine) readers(ctx context.Context, tx pgx.Tx, t *catalog.Transform) ([]string, []plan.Spec, error) {

@@ -55,8 +55,18 @@ UPDATE %[1]s.transforms SET state = 'paused', state_since = clock_timestamp(), p
 WHERE id = $1 AND state <> 'paused'`
 	sqlSetRebuild = `
 UPDATE %[1]s.transforms SET state = $2, state_since = clock_timestamp(), paused_reason = NULL,
-    build_kind = 'rebuild', build_cursor = NULL, build_started = NULL
+    build_kind = 'rebuild', build_cursor = NULL, build_started = NULL,
+    failure_kind = NULL, failure_table = NULL, failure_error = NULL, failure_columns = NULL, failure_at = NULL
 WHERE id = $1`
+	sqlDisruptedSources = `
+SELECT s.schema_name || '.' || s.table_name, to_regclass(format('%%I.%%I', s.schema_name, s.table_name)) IS NOT NULL
+FROM %[1]s.sources s JOIN %[1]s.transform_sources ts ON ts.source_id = s.id
+WHERE ts.transform_id = $1 AND s.disrupted_at IS NOT NULL`
+	sqlReinstallDisrupted = `
+UPDATE %[1]s.sources s SET capture_state = 'pending', disrupted_at = NULL, disruption = NULL
+FROM %[1]s.transform_sources ts
+WHERE ts.source_id = s.id AND ts.transform_id = $1 AND s.disrupted_at IS NOT NULL`
+	sqlDisrupted = `SELECT schema_name || '.' || table_name FROM %[1]s.sources WHERE disrupted_at IS NOT NULL ORDER BY 1`
 	sqlSetSpec     = `UPDATE %[1]s.transforms SET spec = $2 WHERE id = $1`
 	sqlDeleteTrans = `DELETE FROM %[1]s.transforms WHERE id = $1`
 	sqlReaders     = `

@@ -85,8 +85,13 @@ func (w *Worker) Pass(ctx context.Context) (bool, error) {
 	if err := w.installPending(ctx); err != nil {
 		return false, err
 	}
-	if err := w.checkPartitions(ctx); err != nil {
-		return false, err
+	// The checks below report their own failures: one that fails must not
+	// hold up builds and upkeep.
+	if err := w.checkPartitions(ctx); err != nil && ctx.Err() == nil {
+		w.Logger.Warn("checking partitions failed", "error", err)
+	}
+	if err := w.detectDisruptions(ctx); err != nil && ctx.Err() == nil {
+		w.Logger.Warn("checking capture for disruptions failed", "error", err)
 	}
 	busy, err := w.buildStep(ctx)
 	if err != nil {
@@ -153,6 +158,9 @@ func (w *Worker) installPending(ctx context.Context) error {
 				return err
 			}
 			if _, err := tx.Exec(ctx, w.Cat.SQL(sqlMarkInstalled), s.ID, parts, s.CapCols); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, fmt.Sprintf("UPDATE %s.sources s SET fingerprint = %s WHERE id = $1", w.Cat.Q(), w.Names.FingerprintSQL()), s.ID); err != nil {
 				return err
 			}
 			// The drain reads capture layouts with the definitions.
@@ -400,6 +408,25 @@ func (w *Worker) checkPartitions(ctx context.Context) error {
 		w.Logger.Info("partitions changed; correcting the transforms reading the table", "table", x.s.Schema+"."+x.s.Table, "partitions", strings.Join(changed, ","))
 	}
 	return nil
+}
+
+// detectDisruptions pauses the readers of sources whose capture was
+// changed outside Trellis.
+func (w *Worker) detectDisruptions(ctx context.Context) error {
+	return pgx.BeginFunc(ctx, w.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", catalog.LockKey(w.Cat.Schema, "ddl")); err != nil {
+			return err
+		}
+		found, err := w.Names.Detect(ctx, tx)
+		if err != nil || len(found) == 0 {
+			return err
+		}
+		for _, d := range found {
+			w.Logger.Error("capture was changed outside Trellis; its readers are paused until RESUME", "table", d.Table, "reason", d.Reason)
+		}
+		_, err = tx.Exec(ctx, w.Cat.SQL(sqlBumpGen))
+		return err
+	})
 }
 
 // maintainRing rotates the current segment, reclaims drained segments and

@@ -24,6 +24,11 @@ CREATE TABLE {{schema}}.sources (
     partitions    text[] NOT NULL DEFAULT '{}',
     capture_state text NOT NULL DEFAULT 'pending' CHECK (capture_state IN ('pending', 'installed')),
     installed_at  timestamptz,
+    -- The capture triggers and function as installed (oids, row versions,
+    -- enabled state): a difference means capture was changed outside Trellis.
+    fingerprint   text,
+    disrupted_at  timestamptz,
+    disruption    text,
     UNIQUE (schema_name, table_name)
 );
 
@@ -37,6 +42,13 @@ CREATE TABLE {{schema}}.transforms (
                    CHECK (state IN ('waiting_to_backfill', 'backfilling', 'live', 'paused')),
     state_since    timestamptz NOT NULL DEFAULT clock_timestamp(),
     paused_reason  text,
+    -- A capture failure: why capture of a source is broken (kind disruption,
+    -- capture) or why applying halted on the transform (halt).
+    failure_kind    text,
+    failure_table   text,
+    failure_error   text,
+    failure_columns text[],
+    failure_at      timestamptz,
     build_kind     text NOT NULL DEFAULT 'initial' CHECK (build_kind IN ('initial', 'rebuild')),
     build_cursor   text[],
     build_rows     bigint NOT NULL DEFAULT 0,

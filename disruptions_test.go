@@ -1,0 +1,77 @@
+package trellis_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/trellis-pg/trellis"
+)
+
+func TestCaptureDisruptionsPauseReaders(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE a (id int PRIMARY KEY, v int); CREATE TABLE b (id int PRIMARY KEY, v int); CREATE TABLE d (id int PRIMARY KEY, v int)`)
+	e.exec(`INSERT INTO a VALUES (1, 1); INSERT INTO b VALUES (1, 1); INSERT INTO d VALUES (1, 1)`)
+	c := e.engine()
+	for _, s := range []string{"TRANSFORM a1 FROM a SELECT v AS v", "TRANSFORM a2 FROM a SELECT v * 2 AS w",
+		"TRANSFORM b1 FROM b SELECT v AS v", "TRANSFORM d1 FROM d SELECT v AS v"} {
+		_, err := c.Define(e.ctx, s)
+		require.NoError(t, err)
+	}
+	for _, tg := range []string{"a1", "a2", "b1", "d1"} {
+		e.waitState(c, tg, trellis.StateLive)
+	}
+	tables, err := c.DetectCaptureDisruptions(e.ctx)
+	require.NoError(t, err)
+	require.Empty(t, tables)
+
+	// Disabled and re-enabled, a trigger dropped, the function replaced.
+	e.exec(`ALTER TABLE a DISABLE TRIGGER ALL; UPDATE a SET v = 100; ALTER TABLE a ENABLE TRIGGER ALL`)
+	var trig, fn string
+	require.NoError(t, e.db.QueryRow(e.ctx, `SELECT tgname, tgfoid::regproc::text FROM pg_trigger WHERE tgrelid = 'b'::regclass AND tgname LIKE 'trellis%ins'`).Scan(&trig, &fn))
+	e.exec(`DROP TRIGGER "` + trig + `" ON b`)
+	require.NoError(t, e.db.QueryRow(e.ctx, `SELECT tgfoid::regproc::text FROM pg_trigger WHERE tgrelid = 'd'::regclass AND tgname LIKE 'trellis%ins'`).Scan(&fn))
+	e.exec(`ALTER FUNCTION ` + fn + ` RENAME TO capture_x`)
+	e.exec(`ALTER FUNCTION trellis.capture_x RENAME TO ` + fn[len("trellis."):])
+	tables, err = c.DetectCaptureDisruptions(e.ctx)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"public.a", "public.b", "public.d"}, tables)
+	for _, tg := range []string{"a1", "a2", "b1", "d1"} {
+		st, err := c.Status(e.ctx, tg)
+		require.NoError(t, err)
+		require.Equal(t, trellis.StatePaused, st.State, tg)
+		require.NotNil(t, st.CaptureFailure, tg)
+		require.Equal(t, trellis.CaptureFailureDisruption, st.CaptureFailure.Kind)
+		require.NotEmpty(t, st.CaptureFailure.Error)
+		require.False(t, st.CaptureFailure.DetectedAt.IsZero())
+	}
+
+	// RESUME reinstalls capture and re-derives the target: the rows written
+	// while capture was off arrive, and capture works again.
+	for _, tg := range []string{"a1", "a2", "b1", "d1"} {
+		_, err := c.Apply(e.ctx, "RESUME TRANSFORM "+tg)
+		require.NoError(t, err)
+	}
+	for _, tg := range []string{"a1", "a2", "b1", "d1"} {
+		st := e.waitState(c, tg, trellis.StateLive)
+		require.Nil(t, st.CaptureFailure)
+	}
+	e.exec(`UPDATE a SET v = 7; UPDATE b SET v = 8`)
+	e.converge(c)
+	e.assertMatches("a1", "SELECT id, v FROM a")
+	e.assertMatches("a2", "SELECT id, v * 2 AS w FROM a")
+	e.assertMatches("b1", "SELECT id, v FROM b")
+	tables, err = c.DetectCaptureDisruptions(e.ctx)
+	require.NoError(t, err)
+	require.Empty(t, tables)
+
+	// A dropped source: the staging worker notices by itself, and RESUME is refused.
+	e.exec(`DROP TABLE d`)
+	require.Eventually(t, func() bool {
+		st, err := c.Status(e.ctx, "d1")
+		return err == nil && st.CaptureFailure != nil
+	}, 20e9, 20e6)
+	_, err = c.Apply(e.ctx, "RESUME TRANSFORM d1")
+	requireCode(t, err, trellis.CodeNotFound)
+}

@@ -1,0 +1,178 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// The shapes of transform Options.Shape accepts.
+const (
+	// Projection: TRANSFORM bench_tgt FROM bench_src SELECT v AS v.
+	Projection = "projection"
+	// GroupBy: bench_src(id, grp, v, filler), grp = id % 10,000, indexed;
+	// TRANSFORM bench_tgt FROM bench_src SELECT grp AS grp, sum(v) AS
+	// total, count(*) AS n GROUP BY grp.
+	GroupBy = "groupby"
+	// Join: bench_customers(id, region) with 10,000 rows and
+	// bench_src(id, customer_id, v, filler), customer_id = id % 10,000 + 1,
+	// indexed; TRANSFORM bench_tgt FROM bench_src s JOIN bench_customers c
+	// ON c.id = s.customer_id SELECT s.id AS id, c.region AS region, s.v AS v.
+	Join = "join"
+)
+
+// Shapes lists every shape; the first is the default.
+var Shapes = []string{Projection, GroupBy, Join}
+
+const (
+	shapeGroups    = 10_000 // groups of the groupby shape
+	shapeCustomers = 10_000 // rows of bench_customers of the join shape
+	shapeRegions   = 50     // distinct regions of bench_customers
+)
+
+// shape is what a benchmark needs to know of the transform it maintains.
+type shape struct {
+	name string
+	// definition is the transform's SELECT as plain SQL (%[1]s is
+	// bench_src, %[2]s bench_customers), with the target's columns, key
+	// first, as Trellis names them.
+	definition string
+	keys, vals []string
+	// The latency poller reads pollKey and pollVal of the target.
+	pollKey, pollVal string
+}
+
+func shapeOf(name string) shape {
+	switch name {
+	case GroupBy:
+		return shape{
+			name:       GroupBy,
+			definition: "SELECT grp AS grp, sum(v) AS total, count(*) AS n FROM %[1]s GROUP BY grp",
+			keys:       []string{"grp"}, vals: []string{"total", "n"},
+			pollKey: "grp", pollVal: "total",
+		}
+	case Join:
+		return shape{
+			name: Join,
+			// The target's key is both sides' keys: s.id is selected as
+			// id, c.id is added by Trellis as c_id.
+			definition: "SELECT s.id AS id, c.id AS c_id, c.region AS region, s.v AS v FROM %[1]s s JOIN %[2]s c ON c.id = s.customer_id",
+			keys:       []string{"id", "c_id"}, vals: []string{"region", "v"},
+			pollKey: "id", pollVal: "v",
+		}
+	default:
+		return shape{
+			name:       Projection,
+			definition: "SELECT id, v FROM %[1]s",
+			keys:       []string{"id"}, vals: []string{"v"},
+			pollKey: "id", pollVal: "v",
+		}
+	}
+}
+
+// transform is the benchmarks' definition of bench_tgt.
+func (e *env) transform() string {
+	tgt, src, cust := e.table("bench_tgt"), e.table("bench_src"), e.table("bench_customers")
+	switch e.shape.name {
+	case GroupBy:
+		return fmt.Sprintf("TRANSFORM %s FROM %s SELECT grp AS grp, sum(v) AS total, count(*) AS n GROUP BY grp", tgt, src)
+	case Join:
+		return fmt.Sprintf("TRANSFORM %s FROM %s s JOIN %s c ON c.id = s.customer_id SELECT s.id AS id, c.region AS region, s.v AS v", tgt, src, cust)
+	default:
+		return fmt.Sprintf("TRANSFORM %s FROM %s SELECT v AS v", tgt, src)
+	}
+}
+
+// definition is the transform's query as plain SQL.
+func (e *env) definition() string {
+	return fmt.Sprintf(e.shape.definition, e.table("bench_src"), e.table("bench_customers"))
+}
+
+// createSource creates the shape's source tables, vacuumed and analysed:
+// bench_src with rows rows (ids 1..rows, v 0) and, for the shapes that
+// have one, the index on bench_src that Trellis asks for; for the join,
+// bench_customers with 10,000 rows.
+func (e *env) createSource(ctx context.Context, rows int) error {
+	begin := time.Now()
+	src, cust := e.table("bench_src"), e.table("bench_customers")
+	var qs []string
+	switch e.shape.name {
+	case GroupBy:
+		qs = []string{
+			fmt.Sprintf("CREATE TABLE %s (id bigint NOT NULL, grp int NOT NULL, v int, filler text)", src),
+			fmt.Sprintf("INSERT INTO %s SELECT g, g %% %d, 0, repeat('x', %d) FROM generate_series(1, %d) g", src, shapeGroups, fillerWidth, rows),
+			fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (id)", src),
+			fmt.Sprintf("CREATE INDEX ON %s (grp)", src),
+			fmt.Sprintf("VACUUM (ANALYZE) %s", src),
+		}
+	case Join:
+		qs = []string{
+			fmt.Sprintf("CREATE TABLE %s (id int NOT NULL, region text)", cust),
+			fmt.Sprintf("INSERT INTO %s SELECT g, 'region ' || (g %% %d) FROM generate_series(1, %d) g", cust, shapeRegions, shapeCustomers),
+			fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (id)", cust),
+			fmt.Sprintf("VACUUM (ANALYZE) %s", cust),
+			fmt.Sprintf("CREATE TABLE %s (id bigint NOT NULL, customer_id int NOT NULL, v int, filler text)", src),
+			fmt.Sprintf("INSERT INTO %s SELECT g, g %% %d + 1, 0, repeat('x', %d) FROM generate_series(1, %d) g", src, shapeCustomers, fillerWidth, rows),
+			fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (id)", src),
+			fmt.Sprintf("CREATE INDEX ON %s (customer_id)", src),
+			fmt.Sprintf("VACUUM (ANALYZE) %s", src),
+		}
+	default:
+		qs = []string{
+			fmt.Sprintf("CREATE TABLE %s (id bigint NOT NULL, v int NOT NULL, filler text)", src),
+			fmt.Sprintf("INSERT INTO %s SELECT g, 0, repeat('x', %d) FROM generate_series(1, %d) g", src, fillerWidth, rows),
+			fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (id)", src),
+			fmt.Sprintf("VACUUM (ANALYZE) %s", src),
+		}
+	}
+	for _, q := range qs {
+		if err := e.exec(ctx, q); err != nil {
+			return err
+		}
+	}
+	e.checkpoint(ctx)
+	e.logf("created %s (%s shape) with %d rows in %s", src, e.shape.name, rows, time.Since(begin).Round(time.Millisecond))
+	return nil
+}
+
+// mismatches counts the rows where the target and the definition's result
+// differ (a row missing on either side, or other values).
+func (e *env) mismatches(ctx context.Context) (int64, error) {
+	var d, t []string
+	for _, c := range e.shape.vals {
+		d = append(d, "d."+c)
+		t = append(t, "t."+c)
+	}
+	var n int64
+	err := e.pool.QueryRow(ctx, fmt.Sprintf(
+		"SELECT count(*) FROM (%s) d FULL JOIN %s t USING (%s) WHERE ROW(%s) IS DISTINCT FROM ROW(%s)",
+		e.definition(), e.table("bench_tgt"), strings.Join(e.shape.keys, ", "), strings.Join(d, ", "), strings.Join(t, ", "))).Scan(&n)
+	return n, err
+}
+
+// prober tracks, for the latency benchmark, the value the target must show
+// once a write has reached it. Every write sets v of a row to a value
+// larger than any before, so that value, and the total of the row's group,
+// only grow.
+type prober struct {
+	groups bool
+	rowV   map[int64]int64 // groupby: every written row's v (absent: 0)
+	total  map[int64]int64 // groupby: every written group's sum(v)
+}
+
+func (e *env) prober() *prober {
+	return &prober{groups: e.shape.name == GroupBy, rowV: map[int64]int64{}, total: map[int64]int64{}}
+}
+
+// wrote records that row id now has v and returns the target key to poll
+// and the least value its pollVal column must show.
+func (p *prober) wrote(id, v int64) (key, want int64) {
+	if !p.groups {
+		return id, v
+	}
+	g := id % shapeGroups
+	p.total[g] += v - p.rowV[id]
+	p.rowV[id] = v
+	return g, p.total[g]
+}

@@ -1,0 +1,103 @@
+package capture
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/trellis-pg/trellis/internal/ident"
+)
+
+// FingerprintSQL is an SQL expression over a row s of the catalog's sources
+// table: the state of its capture triggers (oid, row version, enabled) and
+// function (oid, row version). Disabling and re-enabling a trigger,
+// replacing it or its function, or dropping any of them, changes it.
+func (n Names) FingerprintSQL() string {
+	tbl := "to_regclass(format('%I.%I', s.schema_name, s.table_name))"
+	fn := fmt.Sprintf("to_regprocedure(format('%%I.%%I()', %s, 'capture_' || s.id))", ident.Literal(n.Catalog))
+	return fmt.Sprintf(`(coalesce((SELECT string_agg(t.tgname || ':' || t.oid::text || ':' || t.xmin::text || ':' || t.tgenabled::text, ',' ORDER BY t.tgname)
+    FROM pg_trigger t WHERE t.tgrelid = %s AND t.tgname LIKE %s AND t.tgparentid = 0), '')
+  || '|' || coalesce((SELECT p.oid::text || ':' || p.xmin::text FROM pg_proc p WHERE p.oid = %s), ''))`,
+		tbl, ident.Literal("trellis_"+n.tag()+"_%"), fn)
+}
+
+// Disruption is a source whose capture was changed outside Trellis.
+type Disruption struct {
+	SourceID int
+	Table    string
+	Reason   string
+}
+
+// Detect finds the sources whose capture was changed outside Trellis (a
+// trigger disabled, dropped or replaced, the function replaced, the table
+// gone), marks them, and pauses every definition reading them (one already
+// paused stays as it is; its RESUME reinstalls capture) with a capture
+// failure of kind disruption: rows written meanwhile never reached
+// a target, so nothing may read them as if they had. The caller's
+// transaction should hold the instance's DDL lock. It returns the sources
+// newly found disrupted.
+func (n Names) Detect(ctx context.Context, tx pgx.Tx) ([]Disruption, error) {
+	cat := ident.Quote(n.Catalog)
+	q := fmt.Sprintf(`
+SELECT s.id, s.schema_name || '.' || s.table_name, to_regclass(format('%%I.%%I', s.schema_name, s.table_name)) IS NOT NULL,
+       coalesce(s.fingerprint, ''), %s
+FROM %s.sources s
+WHERE s.capture_state = 'installed' AND s.disrupted_at IS NULL AND s.fingerprint IS DISTINCT FROM %s
+ORDER BY s.id`, n.FingerprintSQL(), cat, n.FingerprintSQL())
+	rows, err := tx.Query(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("checking capture: %w", err)
+	}
+	var found []Disruption
+	for rows.Next() {
+		var d Disruption
+		var exists bool
+		var was, now string
+		if err := rows.Scan(&d.SourceID, &d.Table, &exists, &was, &now); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		d.Reason = describe(d.Table, exists, was, now)
+		found = append(found, d)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for _, d := range found {
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`UPDATE %s.sources SET disrupted_at = clock_timestamp(), disruption = $2 WHERE id = $1`, cat), d.SourceID, d.Reason); err != nil {
+			return nil, err
+		}
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`
+UPDATE %[1]s.transforms t SET
+    state = 'paused', state_since = clock_timestamp(), paused_reason = $3,
+    failure_kind = 'disruption', failure_table = $2, failure_error = $3, failure_columns = '{}', failure_at = clock_timestamp()
+FROM %[1]s.transform_sources ts WHERE ts.transform_id = t.id AND ts.source_id = $1 AND t.state <> 'paused'`, cat), d.SourceID, d.Table, d.Reason); err != nil {
+			return nil, err
+		}
+	}
+	return found, nil
+}
+
+func describe(table string, exists bool, was, now string) string {
+	if !exists {
+		return fmt.Sprintf("table %s was dropped or renamed: capture of it is gone", table)
+	}
+	wasTrig, wasFn, _ := strings.Cut(was, "|")
+	nowTrig, nowFn, _ := strings.Cut(now, "|")
+	switch {
+	case nowTrig == "":
+		return fmt.Sprintf("the capture triggers of %s were dropped: writes since then did not reach the targets", table)
+	case strings.Contains(nowTrig, ":D"):
+		return fmt.Sprintf("a capture trigger of %s is disabled: writes since then do not reach the targets", table)
+	case wasTrig != nowTrig:
+		return fmt.Sprintf("the capture triggers of %s were disabled, re-enabled or replaced outside Trellis: writes meanwhile may not have reached the targets", table)
+	case nowFn == "":
+		return fmt.Sprintf("the capture function of %s was dropped", table)
+	case wasFn != nowFn:
+		return fmt.Sprintf("the capture function of %s was replaced outside Trellis", table)
+	}
+	return fmt.Sprintf("capture of %s was changed outside Trellis", table)
+}
