@@ -357,8 +357,8 @@ type work struct {
 	t       *catalog.Transform
 	plan    *plan.Plan
 	resync  bool
-	skip    bool     // an initial build has not begun: it will read everything
-	upTo    []string // an initial build's cursor: keys past it are the build's
+	skip    bool                 // an initial build has not begun: it will read everything
+	upTo    []string             // an initial build's cursor: keys past it are the build's
 	keys    map[string][]*string // target keys (source keys, FROM keys or groups), by text
 	buckets map[int]bool
 }

@@ -66,7 +66,7 @@ WHERE ts.transform_id = $1 AND s.disrupted_at IS NOT NULL`
 UPDATE %[1]s.sources s SET capture_state = 'pending', disrupted_at = NULL, disruption = NULL
 FROM %[1]s.transform_sources ts
 WHERE ts.source_id = s.id AND ts.transform_id = $1 AND s.disrupted_at IS NOT NULL`
-	sqlDisrupted = `SELECT schema_name || '.' || table_name FROM %[1]s.sources WHERE disrupted_at IS NOT NULL ORDER BY 1`
+	sqlDisrupted   = `SELECT schema_name || '.' || table_name FROM %[1]s.sources WHERE disrupted_at IS NOT NULL ORDER BY 1`
 	sqlSetSpec     = `UPDATE %[1]s.transforms SET spec = $2 WHERE id = $1`
 	sqlDeleteTrans = `DELETE FROM %[1]s.transforms WHERE id = $1`
 	sqlReaders     = `
