@@ -182,7 +182,6 @@ func TestRequestBackfill(t *testing.T) {
 	e.waitState(c, "copy", trellis.StateLive)
 	e.waitState(c, "sums", trellis.StateLive)
 
-	// Rows change behind capture's back (triggers off), so only a re-read finds out.
 	// In replica mode (as a replication apply writes), capture triggers do not
 	// fire, and nothing about them changes: only a re-read finds these rows.
 	e.exec(`BEGIN; SET LOCAL session_replication_role = replica; DELETE FROM src WHERE id > 200; UPDATE src SET v = 0 WHERE id <= 5; COMMIT`)

@@ -135,6 +135,7 @@ variable) and works on the Trellis instance whose catalog is --schema.`,
 		newStatusCmd(g),
 		newDefinitionsCmd(g),
 		newBackfillCmd(g),
+		newDetectDisruptionsCmd(g),
 		newWorkerCmd(g),
 		newDemoCmd(g),
 	)

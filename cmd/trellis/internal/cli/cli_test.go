@@ -522,3 +522,23 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+func TestDetectDisruptions(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.ok("migrate")
+	e.exec(`CREATE TABLE src (id int PRIMARY KEY, v int)`)
+	c := e.workers()
+	_, err := c.Define(e.ctx, "TRANSFORM copy FROM src SELECT v AS v")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st, err := c.Status(e.ctx, "copy")
+		return err == nil && st.State == trellis.StateLive
+	}, 30*time.Second, 10*time.Millisecond)
+	require.Equal(t, "no capture disruptions", e.ok("detect-disruptions").lines()[0])
+	e.exec(`ALTER TABLE src DISABLE TRIGGER ALL; INSERT INTO src VALUES (1, 1); ALTER TABLE src ENABLE TRIGGER ALL`)
+	out := e.ok("detect-disruptions").stdout
+	require.Contains(t, out, "disrupted: public.src")
+	st := e.ok("status", "copy").stdout
+	require.Contains(t, st, "paused")
+}
