@@ -475,7 +475,7 @@ func (e *env) define(ctx context.Context, c *trellis.Client) (time.Duration, err
 		for _, g := range st.SourceIndexGaps {
 			gaps = append(gaps, g.Fix)
 		}
-		return 0, fmt.Errorf("Trellis reports source indexes %s needs: %s", target, strings.Join(gaps, " "))
+		return 0, fmt.Errorf("the status of %s lists source indexes it needs: %s", target, strings.Join(gaps, " "))
 	}
 	// Analyse the new target, as autovacuum would within a minute: without
 	// statistics the drain's recompute can pick a plan that reads the whole
