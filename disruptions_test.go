@@ -1,7 +1,11 @@
 package trellis_test
 
 import (
+	"context"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -74,4 +78,48 @@ func TestCaptureDisruptionsPauseReaders(t *testing.T) {
 	}, 20e9, 20e6)
 	_, err = c.Apply(e.ctx, "RESUME TRANSFORM d1")
 	requireCode(t, err, trellis.CodeNotFound)
+}
+
+func TestCaptureWaitNamesBlockersWithoutStallingWriters(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE busy (id int PRIMARY KEY, v int)`)
+	c := e.engine()
+
+	// A writer's open transaction holds a lock that installing capture needs.
+	holder, err := e.db.Begin(e.ctx)
+	require.NoError(t, err)
+	defer holder.Rollback(context.Background())
+	_, err = holder.Exec(e.ctx, `INSERT INTO busy VALUES (1, 1)`)
+	require.NoError(t, err)
+	var pid int
+	require.NoError(t, holder.QueryRow(e.ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+
+	_, err = c.Define(e.ctx, "TRANSFORM busy_copy FROM busy SELECT v AS v")
+	require.NoError(t, err)
+	var st *trellis.Status
+	require.Eventually(t, func() bool {
+		st, err = c.Status(e.ctx, "busy_copy")
+		return err == nil && st.CaptureWait != nil
+	}, 20*time.Second, 10*time.Millisecond)
+	require.Equal(t, "install", st.CaptureWait.Operation)
+	require.Equal(t, "public.busy", st.CaptureWait.Table)
+	require.Equal(t, "SHARE ROW EXCLUSIVE", st.CaptureWait.LockMode)
+	require.NotEmpty(t, st.CaptureWait.Blockers)
+	require.Contains(t, strings.Join(st.CaptureWait.Blockers, "\n"), fmt.Sprintf("pid %d", pid))
+	require.Equal(t, trellis.StateWaitingToBackfill, st.State)
+
+	// Other writers of the table are not stuck behind the waiting install.
+	for i := 0; i < 5; i++ {
+		ctx, cancel := context.WithTimeout(e.ctx, 3*time.Second)
+		_, err := e.db.Exec(ctx, `INSERT INTO busy VALUES ($1, 2)`, 10+i)
+		cancel()
+		require.NoError(t, err)
+	}
+
+	require.NoError(t, holder.Commit(e.ctx))
+	st = e.waitState(c, "busy_copy", trellis.StateLive)
+	require.Nil(t, st.CaptureWait)
+	e.converge(c)
+	e.assertMatches("busy_copy", "SELECT id, v FROM busy")
 }

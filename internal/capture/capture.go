@@ -243,6 +243,26 @@ func WithLock(ctx context.Context, pool *pgxpool.Pool, waiting Waiting, fn func(
 	}
 }
 
+// LockMode is the lock installing, widening or removing capture takes on a
+// source table (CREATE TRIGGER's).
+const LockMode = "SHARE ROW EXCLUSIVE"
+
+// Blockers describes, one line each, the other sessions that hold or wait
+// for a lock on table (a quoted, qualified name).
+func Blockers(ctx context.Context, pool *pgxpool.Pool, table string) ([]string, error) {
+	rows, err := pool.Query(ctx, `
+SELECT format('pid %s (%s, %s since %s): %s', a.pid, coalesce(a.usename::text, '?'), coalesce(a.state, '?'),
+       coalesce(to_char(coalesce(a.xact_start, a.query_start) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), '?'),
+       left(coalesce(a.query, ''), 200))
+FROM pg_stat_activity a
+WHERE a.pid IN (SELECT l.pid FROM pg_locks l WHERE l.relation = to_regclass($1) AND l.pid <> pg_backend_pid())
+ORDER BY a.pid`, table)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
 // IsLockTimeout reports whether err is PostgreSQL's lock_not_available.
 func IsLockTimeout(err error) bool {
 	var pe *pgconn.PgError

@@ -601,11 +601,19 @@ func refsOf(cols []string) []grammar.ColumnRef {
 // StatusInfo is what Status reads of one transform.
 type StatusInfo struct {
 	Transform          *catalog.Transform
+	CaptureWait        *CaptureWait
 	BackfillingColumns []string
 	DrainFailure       *DrainFailure
 	IndexGaps          []IndexGap
 	Corrections        []Correction
 	PausedUpstream     []string
+}
+
+// CaptureWait is a capture install or widen waiting for its table's lock.
+type CaptureWait struct {
+	Operation, Table, LockMode string
+	Blockers                   []string
+	Since                      time.Time
 }
 
 // DrainFailure is a page that keeps failing.
@@ -640,6 +648,15 @@ func (e *Engine) Status(ctx context.Context, target string) (*StatusInfo, error)
 	case err == nil:
 		df.Since, df.LastSeen = df.Since.UTC(), df.LastSeen.UTC()
 		info.DrainFailure = &df
+	case !errors.Is(err, pgx.ErrNoRows):
+		return nil, err
+	}
+	var cw CaptureWait
+	err = e.Pool.QueryRow(ctx, e.Cat.SQL(sqlCaptureWait), t.ID).Scan(&cw.Operation, &cw.Table, &cw.LockMode, &cw.Blockers, &cw.Since)
+	switch {
+	case err == nil:
+		cw.Since = cw.Since.UTC()
+		info.CaptureWait = &cw
 	case !errors.Is(err, pgx.ErrNoRows):
 		return nil, err
 	}

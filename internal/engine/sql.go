@@ -86,6 +86,11 @@ ORDER BY p.id LIMIT 1`
 
 	sqlNotify = `SELECT pg_notify($1, '')`
 
+	sqlCaptureWait = `
+SELECT w.operation, w.table_name, w.lock_mode, w.blockers, w.since
+FROM %[1]s.capture_waits w JOIN %[1]s.transform_sources ts ON ts.source_id = w.source_id
+WHERE ts.transform_id = $1 ORDER BY w.since LIMIT 1`
+
 	// Every live or building reader of a captured source is rebuilt.
 	sqlRequestBackfill = `
 UPDATE %[1]s.transforms t SET state = 'backfilling', state_since = clock_timestamp(), build_kind = 'rebuild',

@@ -69,6 +69,12 @@ WHERE id = $1`
 	sqlColumnBuildsDone = `DELETE FROM %[1]s.column_builds WHERE transform_id = $1`
 	sqlBumpGen          = `UPDATE %[1]s.trellis_instance SET gen = gen + 1`
 
+	sqlWait = `
+INSERT INTO %[1]s.capture_waits (source_id, operation, table_name, lock_mode, blockers)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (source_id) DO UPDATE SET blockers = EXCLUDED.blockers, operation = EXCLUDED.operation`
+	sqlWaitDone = `DELETE FROM %[1]s.capture_waits WHERE source_id = $1`
+
 	// Ring maintenance.
 	sqlRing = `SELECT cur, nsegs, extract(epoch FROM clock_timestamp() - rotated_at) FROM %[1]s.ring`
 	// The drained frontier: the newest cut whose pages, and all older ones, are done.

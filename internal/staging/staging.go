@@ -147,7 +147,7 @@ func (w *Worker) installPending(ctx context.Context) error {
 	var firstErr error
 	for _, s := range srcs {
 		err := capture.WithLock(ctx, w.Pool, func(attempt int, err error) {
-			w.Logger.Info("capture install waits for a lock on the source table", "table", s.Schema+"."+s.Table, "attempt", attempt)
+			w.recordWait(ctx, s, attempt)
 		}, func(tx pgx.Tx) error {
 			parts, err := leafPartitions(ctx, tx, s)
 			if err != nil {
@@ -161,6 +161,9 @@ func (w *Worker) installPending(ctx context.Context) error {
 				return err
 			}
 			if _, err := tx.Exec(ctx, fmt.Sprintf("UPDATE %s.sources s SET fingerprint = %s WHERE id = $1", w.Cat.Q(), w.Names.FingerprintSQL()), s.ID); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, w.Cat.SQL(sqlWaitDone), s.ID); err != nil {
 				return err
 			}
 			// The drain reads capture layouts with the definitions.
@@ -408,6 +411,29 @@ func (w *Worker) checkPartitions(ctx context.Context) error {
 		w.Logger.Info("partitions changed; correcting the transforms reading the table", "table", x.s.Schema+"."+x.s.Table, "partitions", strings.Join(changed, ","))
 	}
 	return nil
+}
+
+// recordWait records that installing capture on s waits for a lock, and
+// who holds or queues for one, for the status of its readers.
+func (w *Worker) recordWait(ctx context.Context, s capture.Source, attempt int) {
+	table := ident.Qualified(s.Schema, s.Table)
+	blockers, err := capture.Blockers(ctx, w.Pool, table)
+	if err != nil {
+		w.Logger.Warn("listing the sessions blocking capture", "table", table, "error", err)
+	}
+	if blockers == nil {
+		blockers = []string{}
+	}
+	op := "install"
+	if len(s.CapCols) > 0 {
+		op = "widen"
+	}
+	if _, err := w.Pool.Exec(ctx, w.Cat.SQL(sqlWait), s.ID, op, s.Schema+"."+s.Table, capture.LockMode, blockers); err != nil {
+		w.Logger.Warn("recording a capture wait", "table", table, "error", err)
+	}
+	if attempt == 1 || attempt%20 == 0 {
+		w.Logger.Info("capture waits for a lock on the source table", "table", s.Schema+"."+s.Table, "attempt", attempt, "blockers", len(blockers))
+	}
 }
 
 // detectDisruptions pauses the readers of sources whose capture was

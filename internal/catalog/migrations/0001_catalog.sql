@@ -65,6 +65,16 @@ CREATE TABLE {{schema}}.transform_sources (
 );
 CREATE INDEX ON {{schema}}.transform_sources (source_id);
 
+-- A capture install, widen or uninstall waiting for a lock on its table.
+CREATE TABLE {{schema}}.capture_waits (
+    source_id  int PRIMARY KEY REFERENCES {{schema}}.sources (id) ON DELETE CASCADE,
+    operation  text NOT NULL,
+    table_name text NOT NULL,
+    lock_mode  text NOT NULL,
+    blockers   text[] NOT NULL,
+    since      timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
 -- Partitions a transform is being corrected for after an ATTACH or DETACH.
 CREATE TABLE {{schema}}.corrections (
     transform_id int NOT NULL REFERENCES {{schema}}.transforms (id) ON DELETE CASCADE,
