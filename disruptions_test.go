@@ -123,3 +123,40 @@ func TestCaptureWaitNamesBlockersWithoutStallingWriters(t *testing.T) {
 	e.converge(c)
 	e.assertMatches("busy_copy", "SELECT id, v FROM busy")
 }
+
+func TestBackfillFailureRetriesThenPauses(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE src (id int PRIMARY KEY, v int)`)
+	e.exec(`INSERT INTO src SELECT g, g FROM generate_series(1, 100) g`)
+	m := e.connect(trellis.Options{})
+	require.NoError(t, m.Migrate(e.ctx))
+	_, err := m.Define(e.ctx, "TRANSFORM fragile FROM src SELECT v AS v")
+	require.NoError(t, err)
+	// Something no row explains makes every build page fail.
+	e.exec(`CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'fragile is read-only'; END $$`)
+	e.exec(`CREATE TRIGGER refuse BEFORE INSERT ON fragile FOR EACH STATEMENT EXECUTE FUNCTION refuse()`)
+	c := e.connect(trellis.Options{Staging: true, DrainWorkers: 1})
+
+	var st *trellis.Status
+	require.Eventually(t, func() bool {
+		st, err = c.Status(e.ctx, "fragile")
+		return err == nil && st.BackfillFailure != nil
+	}, 20*time.Second, 10*time.Millisecond)
+	require.Contains(t, st.BackfillFailure.LastError, "fragile is read-only")
+	require.GreaterOrEqual(t, st.BackfillFailure.Attempts, 1)
+
+	// After a few attempts it pauses, saying why.
+	st = e.waitState(c, "fragile", trellis.StatePaused)
+	require.Contains(t, st.PausedReason, "fragile is read-only")
+	require.NotNil(t, st.BackfillFailure)
+	require.Equal(t, 5, st.BackfillFailure.Attempts)
+
+	// Fixed and resumed, the build goes through.
+	e.exec(`DROP TRIGGER refuse ON fragile`)
+	_, err = c.Apply(e.ctx, "RESUME TRANSFORM fragile")
+	require.NoError(t, err)
+	st = e.waitState(c, "fragile", trellis.StateLive)
+	require.Nil(t, st.BackfillFailure)
+	e.assertMatches("fragile", "SELECT id, v FROM src")
+}

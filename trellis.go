@@ -387,6 +387,10 @@ func (c *Client) Status(ctx context.Context, target string) (*Status, error) {
 			st.CaptureFailure = &CaptureFailure{Kind: CaptureFailureKind(t.FailureKind), SourceTable: t.FailureTable,
 				Error: t.FailureError, Columns: cols, DetectedAt: t.FailureAt.Truncate(time.Microsecond)}
 		}
+		if t.BuildAttempts > 0 {
+			st.BackfillFailure = &BackfillFailure{Attempts: t.BuildAttempts, LastError: t.BuildError,
+				NextAttemptAt: t.BuildNextAt.Truncate(time.Microsecond)}
+		}
 		if cw := info.CaptureWait; cw != nil {
 			st.CaptureWait = &CaptureWait{Operation: cw.Operation, Table: cw.Table, LockMode: cw.LockMode,
 				Blockers: cw.Blockers, Since: cw.Since.Truncate(time.Microsecond)}

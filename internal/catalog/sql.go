@@ -39,7 +39,8 @@ const (
 	sqlTransforms = `
 SELECT t.id, t.target_schema, t.target_name, t.statement, t.spec, t.state, t.state_since,
        t.paused_reason, t.build_kind, t.build_cursor, t.build_rows, t.created_at,
-       t.failure_kind, t.failure_table, t.failure_error, t.failure_columns, t.failure_at
+       t.failure_kind, t.failure_table, t.failure_error, t.failure_columns, t.failure_at,
+       t.build_attempts, t.build_error, t.build_next_at
 FROM %s.transforms t`
 
 	sqlSources = `

@@ -48,6 +48,11 @@ type Transform struct {
 	FailureError   string
 	FailureColumns []string
 	FailureAt      time.Time
+
+	// A build that keeps failing (BuildAttempts 0 when none).
+	BuildAttempts int
+	BuildError    string
+	BuildNextAt   time.Time
 }
 
 // Plan is the transform's SQL plan.
@@ -72,12 +77,17 @@ func scanTransform(row pgx.Row) (*Transform, error) {
 	var t Transform
 	var spec []byte
 	var reason, fkind, ftable, ferr *string
-	var fat *time.Time
+	var fat, bnext *time.Time
+	var berr *string
 	err := row.Scan(&t.ID, &t.Target.Schema, &t.Target.Name, &t.Statement, &spec, &t.State, &t.StateSince,
 		&reason, &t.BuildKind, &t.BuildCursor, &t.BuildRows, &t.CreatedAt,
-		&fkind, &ftable, &ferr, &t.FailureColumns, &fat)
+		&fkind, &ftable, &ferr, &t.FailureColumns, &fat, &t.BuildAttempts, &berr, &bnext)
 	if err != nil {
 		return nil, err
+	}
+	t.BuildError = deref(berr)
+	if bnext != nil {
+		t.BuildNextAt = bnext.UTC()
 	}
 	if fkind != nil {
 		t.FailureKind, t.FailureTable, t.FailureError = *fkind, deref(ftable), deref(ferr)

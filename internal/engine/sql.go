@@ -56,7 +56,8 @@ WHERE id = $1 AND state <> 'paused'`
 	sqlSetRebuild = `
 UPDATE %[1]s.transforms SET state = $2, state_since = clock_timestamp(), paused_reason = NULL,
     build_kind = 'rebuild', build_cursor = NULL, build_started = NULL,
-    failure_kind = NULL, failure_table = NULL, failure_error = NULL, failure_columns = NULL, failure_at = NULL
+    failure_kind = NULL, failure_table = NULL, failure_error = NULL, failure_columns = NULL, failure_at = NULL,
+    build_attempts = 0, build_error = NULL, build_next_at = NULL
 WHERE id = $1`
 	sqlDisruptedSources = `
 SELECT s.schema_name || '.' || s.table_name, to_regclass(format('%%I.%%I', s.schema_name, s.table_name)) IS NOT NULL

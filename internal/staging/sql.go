@@ -49,6 +49,7 @@ SELECT r.id, n FROM r, unnest($2::text[]) n ON CONFLICT DO NOTHING`
 	sqlBuildable = `
 SELECT t.id FROM %[1]s.transforms t
 WHERE t.state IN ('waiting_to_backfill', 'backfilling')
+  AND (t.build_next_at IS NULL OR t.build_next_at <= clock_timestamp())
   AND NOT EXISTS (SELECT 1 FROM %[1]s.transform_sources ts JOIN %[1]s.sources s ON s.id = ts.source_id
                   WHERE ts.transform_id = t.id AND s.capture_state <> 'installed')
 ORDER BY t.id`
@@ -67,6 +68,18 @@ UPDATE %[1]s.transforms SET state = 'live', state_since = clock_timestamp(),
     build_cursor = NULL, build_started = NULL, build_kind = 'initial', build_rows = build_rows + $2
 WHERE id = $1`
 	sqlColumnBuildsDone = `DELETE FROM %[1]s.column_builds WHERE transform_id = $1`
+
+	// A failed build page: counted, retried with backoff, and after
+	// $4 attempts the transform pauses.
+	sqlBuildFailed = `
+UPDATE %[1]s.transforms SET build_attempts = build_attempts + 1, build_error = $2,
+    build_next_at = CASE WHEN build_attempts + 1 >= $4 THEN clock_timestamp() ELSE clock_timestamp() + $3 * interval '1 millisecond' END,
+    state = CASE WHEN build_attempts + 1 >= $4 THEN 'paused' ELSE state END,
+    paused_reason = CASE WHEN build_attempts + 1 >= $4 THEN 'its build keeps failing: ' || $2 ELSE paused_reason END,
+    state_since = CASE WHEN build_attempts + 1 >= $4 THEN clock_timestamp() ELSE state_since END
+WHERE id = $1
+RETURNING build_attempts, state`
+	sqlBuildOK = `UPDATE %[1]s.transforms SET build_attempts = 0, build_error = NULL, build_next_at = NULL WHERE id = $1 AND build_attempts > 0`
 	sqlBumpGen          = `UPDATE %[1]s.trellis_instance SET gen = gen + 1`
 
 	sqlWait = `

@@ -217,6 +217,15 @@ func (w *Worker) buildStep(ctx context.Context) (bool, error) {
 	for _, id := range ids {
 		done, err := w.buildPage(ctx, id)
 		if err != nil {
+			if ctx.Err() != nil {
+				return false, err
+			}
+			// One failing build does not hold up the others: it is retried
+			// with backoff, and pauses after a few attempts.
+			w.buildFailed(ctx, id, err)
+			continue
+		}
+		if _, err := w.Pool.Exec(ctx, w.Cat.SQL(sqlBuildOK), id); err != nil {
 			return false, err
 		}
 		if done != nil {
@@ -304,6 +313,33 @@ func (w *Worker) buildPage(ctx context.Context, id int) (*plan.Target, error) {
 		return nil, err
 	}
 	return finished, nil
+}
+
+// BuildAttempts is how many times a failing build is tried before its
+// transform pauses.
+const BuildAttempts = 5
+
+func (w *Worker) buildFailed(ctx context.Context, id int, cause error) {
+	var attempts int
+	var state string
+	delay := min(200*time.Millisecond<<min(w.attempts(ctx, id), 10), time.Minute)
+	err := w.Pool.QueryRow(ctx, w.Cat.SQL(sqlBuildFailed), id, cause.Error(), delay.Milliseconds(), BuildAttempts).Scan(&attempts, &state)
+	if err != nil {
+		w.Logger.Error("recording a build failure", "transform_id", id, "error", err, "cause", cause)
+		return
+	}
+	if state == catalog.StatePaused {
+		w.Logger.Error("a build kept failing; its transform is paused until RESUME", "transform_id", id, "attempts", attempts, "error", cause)
+		_, _ = w.Pool.Exec(ctx, w.Cat.SQL(sqlBumpGen))
+		return
+	}
+	w.Logger.Warn("a build page failed; it will be retried", "transform_id", id, "attempts", attempts, "error", cause)
+}
+
+func (w *Worker) attempts(ctx context.Context, id int) int {
+	var n int
+	_ = w.Pool.QueryRow(ctx, w.Cat.SQL("SELECT build_attempts FROM %[1]s.transforms WHERE id = $1"), id).Scan(&n)
+	return n
 }
 
 // buildShape builds a join or aggregate target in one statement pair

@@ -53,6 +53,10 @@ CREATE TABLE {{schema}}.transforms (
     build_cursor   text[],
     build_rows     bigint NOT NULL DEFAULT 0,
     build_started  timestamptz,
+    -- A build that keeps failing: attempts, latest error, next attempt.
+    build_attempts int NOT NULL DEFAULT 0,
+    build_error    text,
+    build_next_at  timestamptz,
     created_at     timestamptz NOT NULL DEFAULT clock_timestamp(),
     UNIQUE (target_schema, target_name)
 );
