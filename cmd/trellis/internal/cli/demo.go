@@ -347,6 +347,10 @@ func (d *demo) writer(ctx context.Context, writes, nextID *atomic.Int64) error {
 	ins := fmt.Sprintf("INSERT INTO %s VALUES ($1, $2, $3, $4, $5)", d.source)
 	upd := fmt.Sprintf("UPDATE %s SET price = $2, status = $3 WHERE id = $1", d.source)
 	del := fmt.Sprintf("DELETE FROM %s WHERE id = $1", d.source)
+	// A statement in flight when the writes stop runs to its end, so no
+	// write commits after the writers have returned (and after verify's
+	// watermark): the stop is checked between statements only.
+	sctx := context.WithoutCancel(ctx)
 	for ctx.Err() == nil {
 		price := fmt.Sprintf("%d.%02d", rand.IntN(100), rand.IntN(100))
 		status := statuses[rand.IntN(len(statuses))]
@@ -354,11 +358,11 @@ func (d *demo) writer(ctx context.Context, writes, nextID *atomic.Int64) error {
 		switch r := rand.IntN(4); {
 		case r == 0:
 			id := nextID.Add(1)
-			_, err = d.pool.Exec(ctx, ins, id, 1+rand.IntN(1000), price, fmt.Sprintf("%d.%02d", rand.IntN(10), rand.IntN(100)), status)
+			_, err = d.pool.Exec(sctx, ins, id, 1+rand.IntN(1000), price, fmt.Sprintf("%d.%02d", rand.IntN(10), rand.IntN(100)), status)
 		case r == 1:
-			_, err = d.pool.Exec(ctx, del, 1+rand.Int64N(max(1, nextID.Load())))
+			_, err = d.pool.Exec(sctx, del, 1+rand.Int64N(max(1, nextID.Load())))
 		default:
-			_, err = d.pool.Exec(ctx, upd, 1+rand.Int64N(max(1, nextID.Load())), price, status)
+			_, err = d.pool.Exec(sctx, upd, 1+rand.Int64N(max(1, nextID.Load())), price, status)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -380,7 +384,7 @@ func (d *demo) probe(ctx context.Context, report func(lag time.Duration, ok bool
 	for seq := 1; ctx.Err() == nil; seq++ {
 		id := -int64(1 + seq%demoProbes)
 		value := fmt.Sprint(seq)
-		if _, err := d.pool.Exec(ctx, upd, id, value); err != nil {
+		if _, err := d.pool.Exec(context.WithoutCancel(ctx), upd, id, value); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
