@@ -80,7 +80,7 @@ UPDATE %[1]s.transforms SET build_attempts = build_attempts + 1, build_error = $
 WHERE id = $1
 RETURNING build_attempts, state`
 	sqlBuildOK = `UPDATE %[1]s.transforms SET build_attempts = 0, build_error = NULL, build_next_at = NULL WHERE id = $1 AND build_attempts > 0`
-	sqlBumpGen          = `UPDATE %[1]s.trellis_instance SET gen = gen + 1`
+	sqlBumpGen = `UPDATE %[1]s.trellis_instance SET gen = gen + 1`
 
 	sqlWait = `
 INSERT INTO %[1]s.capture_waits (source_id, operation, table_name, lock_mode, blockers)
