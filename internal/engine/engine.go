@@ -629,12 +629,18 @@ type DrainFailure struct {
 
 // Status reads one transform's state; nil when no transform writes target.
 func (e *Engine) Status(ctx context.Context, target string) (*StatusInfo, error) {
-	t, err := e.Lookup(ctx, e.Pool, target, false)
+	// One snapshot for every part, so the parts agree with each other.
+	tx, err := e.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	t, err := e.Lookup(ctx, tx, target, false)
 	if err != nil || t == nil {
 		return nil, err
 	}
 	info := &StatusInfo{Transform: t}
-	rows, err := e.Pool.Query(ctx, e.Cat.SQL(sqlColumnBuilds), t.ID)
+	rows, err := tx.Query(ctx, e.Cat.SQL(sqlColumnBuilds), t.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -642,7 +648,7 @@ func (e *Engine) Status(ctx context.Context, target string) (*StatusInfo, error)
 		return nil, err
 	}
 	var df DrainFailure
-	err = e.Pool.QueryRow(ctx, e.Cat.SQL(sqlDrainFailure), t.Spec.Source.Schema+"."+t.Spec.Source.Table).
+	err = tx.QueryRow(ctx, e.Cat.SQL(sqlDrainFailure), t.Spec.Source.Schema+"."+t.Spec.Source.Table).
 		Scan(&df.SegSeq, &df.Tables, &df.Error, &df.SQLState, &df.Since, &df.LastSeen, &df.Attempts)
 	switch {
 	case err == nil:
@@ -652,7 +658,7 @@ func (e *Engine) Status(ctx context.Context, target string) (*StatusInfo, error)
 		return nil, err
 	}
 	var cw CaptureWait
-	err = e.Pool.QueryRow(ctx, e.Cat.SQL(sqlCaptureWait), t.ID).Scan(&cw.Operation, &cw.Table, &cw.LockMode, &cw.Blockers, &cw.Since)
+	err = tx.QueryRow(ctx, e.Cat.SQL(sqlCaptureWait), t.ID).Scan(&cw.Operation, &cw.Table, &cw.LockMode, &cw.Blockers, &cw.Since)
 	switch {
 	case err == nil:
 		cw.Since = cw.Since.UTC()
@@ -660,13 +666,13 @@ func (e *Engine) Status(ctx context.Context, target string) (*StatusInfo, error)
 	case !errors.Is(err, pgx.ErrNoRows):
 		return nil, err
 	}
-	if info.IndexGaps, err = e.IndexGaps(ctx, e.Pool, t.Spec); err != nil {
+	if info.IndexGaps, err = e.IndexGaps(ctx, tx, t.Spec); err != nil {
 		return nil, err
 	}
-	if info.Corrections, err = e.Corrections(ctx, e.Pool, t.ID); err != nil {
+	if info.Corrections, err = e.Corrections(ctx, tx, t.ID); err != nil {
 		return nil, err
 	}
-	if info.PausedUpstream, err = e.PausedUpstream(ctx, t); err != nil {
+	if info.PausedUpstream, err = e.PausedUpstream(ctx, tx, t); err != nil {
 		return nil, err
 	}
 	return info, nil

@@ -135,8 +135,8 @@ func (e *Engine) Corrections(ctx context.Context, q catalog.Querier, id int) ([]
 
 // PausedUpstream lists the paused columns ("transform.column") of
 // transforms whose targets t reads, that t reads.
-func (e *Engine) PausedUpstream(ctx context.Context, t *catalog.Transform) ([]string, error) {
-	all, _, err := e.Cat.Transforms(ctx, e.Pool)
+func (e *Engine) PausedUpstream(ctx context.Context, q catalog.Querier, t *catalog.Transform) ([]string, error) {
+	all, _, err := e.Cat.Transforms(ctx, q)
 	if err != nil {
 		return nil, err
 	}
