@@ -160,3 +160,31 @@ func TestBackfillFailureRetriesThenPauses(t *testing.T) {
 	require.Nil(t, st.BackfillFailure)
 	e.assertMatches("fragile", "SELECT id, v FROM src")
 }
+
+func TestTargetChangedOutsideTrellisHaltsOnlyItsTransform(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE src (id int PRIMARY KEY, v int)`)
+	e.exec(`INSERT INTO src SELECT g, g FROM generate_series(1, 20) g`)
+	c := e.engine()
+	_, err := c.Define(e.ctx, "TRANSFORM kept FROM src SELECT v AS v")
+	require.NoError(t, err)
+	_, err = c.Define(e.ctx, "TRANSFORM broken FROM src SELECT v * 2 AS w")
+	require.NoError(t, err)
+	e.waitState(c, "kept", trellis.StateLive)
+	e.waitState(c, "broken", trellis.StateLive)
+
+	e.exec(`ALTER TABLE broken DROP COLUMN w`)
+	e.exec(`UPDATE src SET v = v + 1`)
+	e.converge(c) // not stuck behind the broken transform
+	e.assertMatches("kept", "SELECT id, v FROM src")
+	st, err := c.Status(e.ctx, "broken")
+	require.NoError(t, err)
+	require.Equal(t, trellis.StatePaused, st.State)
+	require.NotNil(t, st.CaptureFailure)
+	require.Equal(t, trellis.CaptureFailureHalt, st.CaptureFailure.Kind)
+	require.Contains(t, st.CaptureFailure.Error, "broken")
+	st, err = c.Status(e.ctx, "kept")
+	require.NoError(t, err)
+	require.Nil(t, st.DrainFailure)
+}

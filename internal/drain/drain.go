@@ -166,8 +166,48 @@ func (w *Worker) DrainOne(ctx context.Context) (bool, error) {
 		return true, ctx.Err()
 	}
 	_ = tx.Rollback(context.WithoutCancel(ctx))
+	if w.halt(ctx, applyErr) {
+		return true, nil // retried at once, without the halted transform
+	}
 	w.recordFailure(ctx, &p, srcs, applyErr)
 	return true, nil
+}
+
+// transformError is a failure applying one transform's part of a page.
+type transformError struct {
+	t   *catalog.Transform
+	err error
+}
+
+func (e *transformError) Error() string { return e.err.Error() }
+func (e *transformError) Unwrap() error { return e.err }
+
+// halt stops applying to a transform whose target no longer fits its
+// definition (dropped, a column dropped or retyped outside Trellis): it is
+// paused with a capture failure of kind halt, so the page goes on for every
+// other transform. It reports whether it halted one.
+func (w *Worker) halt(ctx context.Context, cause error) bool {
+	var te *transformError
+	var pe *pgconn.PgError
+	if !errors.As(cause, &te) || !errors.As(cause, &pe) || len(pe.Code) < 2 || pe.Code[:2] != "42" {
+		return false
+	}
+	msg := fmt.Sprintf("applying changes to %s stopped: %s; the target was changed outside Trellis (fix it, or DROP TRANSFORM and define it again), then RESUME", te.t.Target, pe.Message)
+	err := pgx.BeginFunc(ctx, w.e.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", catalog.LockKey(w.e.Cat.Schema, "ddl")); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, w.e.Cat.SQL(sqlHalt), te.t.ID, te.t.Target.String(), msg); err != nil {
+			return err
+		}
+		return w.e.Cat.BumpGen(ctx, tx)
+	})
+	if err != nil {
+		w.e.Logger.Error("recording a halt", "target", te.t.Target.String(), "error", err)
+		return false
+	}
+	w.e.Logger.Error("applying halted on a transform; it is paused until RESUME", "target", te.t.Target.String(), "error", pe.Message)
+	return true
 }
 
 func (w *Worker) recordFailure(ctx context.Context, p *page, srcs []int, cause error) {
@@ -323,7 +363,7 @@ func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *page) ([]int, erro
 			return srcs, err
 		}
 		if err := wk.apply(ctx, tx); err != nil {
-			return srcs, err
+			return srcs, &transformError{t: wk.t, err: err}
 		}
 	}
 	return srcs, nil

@@ -26,6 +26,11 @@ SELECT count(pg_advisory_xact_lock(k)) FROM (SELECT DISTINCT k FROM unnest($1::b
 
 	sqlBuildState = `SELECT state, build_kind, build_cursor FROM %[1]s.transforms WHERE id = $1`
 
+	sqlHalt = `
+UPDATE %[1]s.transforms SET state = 'paused', state_since = clock_timestamp(), paused_reason = $3,
+    failure_kind = 'halt', failure_table = $2, failure_error = $3, failure_columns = '{}', failure_at = clock_timestamp()
+WHERE id = $1 AND state <> 'paused'`
+
 	sqlPageDone = `UPDATE %[1]s.pages SET done = true, retry_at = NULL WHERE id = $1`
 
 	sqlPageFailed = `
