@@ -68,17 +68,19 @@ const (
 
 // Fixed parameters of the benchmarks.
 const (
-	writeConns      = 4                      // writer connections of the write benchmark
-	latencyRate     = 500                    // writes per second of the latency benchmark
-	latencyRows     = 100_000                // source rows of the latency benchmark (at most Rows)
-	latencyPoll     = time.Millisecond       // how often the latency poller looks at the target
-	latencyGrace    = 15 * time.Second       // how long probes may stay unresolved after the writer stops
-	drainStmtRows   = 10_000                 // rows per UPDATE statement that builds the drain backlog
-	drainBatch      = 10_000                 // keys per statement of the drain baseline
-	statusPoll      = 20 * time.Millisecond  // how often Status is polled for live
-	liveTimeout     = 10 * time.Minute       // how long a build may take
-	convergeTimeout = 30 * time.Second       // the bound of one AwaitConverged call
-	convergeMax     = 10 * time.Minute       // how long a benchmark waits for convergence in all
+	writeConns      = 4                     // writer connections of the write benchmark
+	latencyRate     = 500                   // writes per second of the latency benchmark
+	latencyRows     = 100_000               // source rows of the latency benchmark (at most Rows)
+	latencyPoll     = time.Millisecond      // how often the latency poller looks at the target
+	latencyGrace    = 15 * time.Second      // how long probes may stay unresolved after the writer stops
+	drainStmtRows   = 10_000                // rows per UPDATE statement that builds the drain backlog
+	drainBatch      = 10_000                // keys per statement of the drain baseline
+	statusPoll      = 20 * time.Millisecond // how often Status is polled for live
+	liveTimeout     = 10 * time.Minute      // how long a build may take
+	convergeTimeout = 30 * time.Second      // the bound of one AwaitConverged call
+	convergeMax     = 10 * time.Minute      // how long a benchmark waits for convergence in all
+	catchUpMin      = 30 * time.Second      // the write benchmark waits max(this, catchUpPhases phases) for the drain
+	catchUpPhases   = 6
 	fillerWidth     = 84                     // pgbench_accounts' filler is char(84)
 	warmupMax       = 1 * time.Second        // warm-up before each measured write phase
 	drainWorkers    = 2                      // drain workers of the worker clients
@@ -551,17 +553,32 @@ func waitLive(ctx context.Context, c *trellis.Client, target string) error {
 // converge waits until every change committed before the call has reached
 // the targets, calling AwaitConverged until it succeeds.
 func converge(ctx context.Context, c *trellis.Client) error {
+	return convergeWithin(ctx, c, convergeMax)
+}
+
+// errBehind is convergeWithin's error when the drain did not catch up in time.
+var errBehind = errors.New("the drain did not catch up")
+
+// convergeWithin is converge bounded by limit: past it, it returns an
+// error wrapping errBehind.
+func convergeWithin(ctx context.Context, c *trellis.Client, limit time.Duration) error {
 	token, err := c.WatermarkToken(ctx)
 	if err != nil {
 		return fmt.Errorf("taking a watermark: %w", err)
 	}
-	deadline := time.Now().Add(convergeMax)
+	deadline := time.Now().Add(limit)
 	for {
-		err := c.AwaitConverged(ctx, token, convergeTimeout)
-		if err == nil {
-			return nil
+		wait := min(convergeTimeout, time.Until(deadline))
+		if wait <= 0 {
+			return fmt.Errorf("waiting for convergence: %w within %s", errBehind, limit)
 		}
-		if trellis.CodeOf(err) != trellis.CodeTimeout || time.Now().After(deadline) {
+		err := c.AwaitConverged(ctx, token, wait)
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case trellis.CodeOf(err) != trellis.CodeTimeout:
 			return fmt.Errorf("waiting for convergence: %w", err)
 		}
 	}

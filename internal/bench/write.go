@@ -2,12 +2,16 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/trellis-pg/trellis"
 )
 
 // write measures source write throughput with capture installed versus
@@ -19,8 +23,13 @@ import (
 //	B1 no transform
 //	W1 transform live, staging and 2 drain workers running
 //	C1 capture only: the worker client closed, the triggers still installed
-//	B2 the capture triggers disabled (ALTER TABLE ... DISABLE TRIGGER USER)
+//	B2 the writers in replica mode, where the capture triggers do not fire
 //	W2 triggers enabled, workers running again (after the C1 backlog drained)
+//
+// After W1, before W2 and after W2 it waits for the drain to catch up, at
+// most max(30 s, 6 phases) each time: a drain that cannot keep up with the
+// writers (as on a GROUP BY whose recompute is slow) is reported in the
+// notes, not an error, and W2 then runs with the workers still busy.
 func (s *suite) write(ctx context.Context, e *env) ([]Result, error) {
 	rows := s.opts.Rows
 	if err := e.createSource(ctx, rows); err != nil {
@@ -68,7 +77,8 @@ func (s *suite) write(ctx context.Context, e *env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	lag1, err := timed(func() error { return converge(ctx, c) })
+	limit := max(catchUpMin, catchUpPhases*s.opts.Duration)
+	lag1, err := e.catchUp(ctx, c, limit, "after W1")
 	if err != nil {
 		return nil, err
 	}
@@ -79,14 +89,18 @@ func (s *suite) write(ctx context.Context, e *env) ([]Result, error) {
 		return nil, err
 	}
 
-	if err := e.exec(ctx, fmt.Sprintf("ALTER TABLE %s DISABLE TRIGGER USER", e.table("bench_src"))); err != nil {
+	// B2: the writers' sessions in replica mode, where the capture triggers
+	// do not fire. (Disabling the triggers would be a capture disruption,
+	// which pauses the transform.) The rows B2 writes never reach the
+	// target, so the target is re-derived from the source afterwards.
+	if err := ws.setAll(ctx, "SET session_replication_role = replica"); err != nil {
 		return nil, err
 	}
-	b2, err := phase("B2 (triggers disabled)")
+	b2, err := phase("B2 (capture triggers not firing)")
 	if err != nil {
 		return nil, err
 	}
-	if err := e.exec(ctx, fmt.Sprintf("ALTER TABLE %s ENABLE TRIGGER USER", e.table("bench_src"))); err != nil {
+	if err := ws.setAll(ctx, "RESET session_replication_role"); err != nil {
 		return nil, err
 	}
 
@@ -95,28 +109,57 @@ func (s *suite) write(ctx context.Context, e *env) ([]Result, error) {
 		return nil, err
 	}
 	defer func() { _ = c2.Close() }()
-	backlog, err := timed(func() error { return converge(ctx, c2) })
+	if err := c2.RequestBackfill(ctx, e.table("bench_src")); err != nil {
+		return nil, fmt.Errorf("re-reading the source after B2: %w", err)
+	}
+	if err := waitLive(ctx, c2, e.table("bench_tgt")); err != nil {
+		return nil, err
+	}
+	backlog, err := e.catchUp(ctx, c2, limit, "C1's backlog")
 	if err != nil {
 		return nil, err
 	}
-	e.logf("C1's backlog drained in %s", backlog.Round(time.Millisecond))
 	w2, err := phase("W2 (capture + drain)")
 	if err != nil {
 		return nil, err
 	}
-	lag2, err := timed(func() error { return converge(ctx, c2) })
+	lag2, err := e.catchUp(ctx, c2, limit, "after W2")
 	if err != nil {
 		return nil, err
+	}
+	if strings.HasPrefix(lag2, "caught up") {
+		bad, err := e.mismatches(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if bad != 0 {
+			return nil, fmt.Errorf("after the drain caught up %d target rows differ from the definition's result", bad)
+		}
 	}
 
 	const bar = "DESIGN: >= 0.8"
 	base := (b1 + b2) / 2
 	return []Result{
 		result("write", base, (w1+w2)/2, "tx/s", fmt.Sprintf("mean of 2 alternated runs, capture + 2 drain workers vs no capture; %s", bar)),
-		result("write/run1", b1, w1, "tx/s", fmt.Sprintf("B1 then W1; drain caught up %s after writes stopped", lag1.Round(time.Millisecond))),
-		result("write/run2", b2, w2, "tx/s", fmt.Sprintf("B2 (triggers disabled) then W2; drain caught up %s after writes stopped", lag2.Round(time.Millisecond))),
+		result("write/run1", b1, w1, "tx/s", fmt.Sprintf("B1 then W1; drain %s after writes stopped", lag1)),
+		result("write/run2", b2, w2, "tx/s", fmt.Sprintf("B2 (writers in replica mode: capture triggers not firing) then W2 (after re-deriving the target; C1's backlog: drain %s); drain %s after writes stopped", backlog, lag2)),
 		result("write/capture-only", base, c1, "tx/s", "triggers installed, no worker running; baseline = mean of B1, B2"),
 	}, nil
+}
+
+// catchUp waits at most limit for the drain to catch up and says how it
+// went; only a failure other than running out of time is an error.
+func (e *env) catchUp(ctx context.Context, c *trellis.Client, limit time.Duration, what string) (string, error) {
+	took, err := timed(func() error { return convergeWithin(ctx, c, limit) })
+	switch {
+	case err == nil:
+		e.logf("%s: the drain caught up in %s", what, took.Round(time.Millisecond))
+		return fmt.Sprintf("caught up in %s", took.Round(time.Millisecond)), nil
+	case errors.Is(err, errBehind):
+		e.logf("%s: the drain had NOT caught up after %s; going on", what, limit)
+		return fmt.Sprintf("had NOT caught up within %s", limit), nil
+	}
+	return "", err
 }
 
 func timed(fn func() error) (time.Duration, error) {
@@ -131,6 +174,16 @@ type writers struct {
 	sql   string
 	rows  int
 	seed  uint64
+}
+
+// setAll runs a statement on every writer connection.
+func (w *writers) setAll(ctx context.Context, sql string) error {
+	for _, c := range w.conns {
+		if _, err := c.Exec(ctx, sql); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func newWriters(ctx context.Context, url, table string, rows int) (*writers, error) {

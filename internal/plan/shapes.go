@@ -170,15 +170,22 @@ func (p *Plan) RecomputeGroups() []string {
 		types[i] = k.Type
 	}
 	groups := "g AS (" + unnestTyped(1, names, types) + ")"
-	var tmatch, smatch, coarse []string
+	var tmatch, smatch, coarse, tcoarse []string
+	anyOf := func(expr string, i int) string {
+		return fmt.Sprintf("((%s) = ANY ($%d::%s[]) OR ((%s) IS NULL AND array_position($%d::text[], NULL) IS NOT NULL))",
+			expr, i+1, types[i], expr, i+1)
+	}
 	for i, k := range p.Spec.Key {
 		q := ident.Quote(k.Name)
 		tmatch = append(tmatch, "t."+q+" IS NOT DISTINCT FROM g."+q)
 		smatch = append(smatch, "g."+q+" IS NOT DISTINCT FROM ("+p.Spec.GroupBy[i]+")")
-		coarse = append(coarse, fmt.Sprintf("((%s) = ANY ($%d::%s[]) OR ((%s) IS NULL AND array_position($%d::text[], NULL) IS NOT NULL))",
-			p.Spec.GroupBy[i], i+1, types[i], p.Spec.GroupBy[i], i+1))
+		coarse = append(coarse, anyOf(p.Spec.GroupBy[i], i))
+		tcoarse = append(tcoarse, anyOf("t."+q, i))
 	}
-	del := fmt.Sprintf("WITH %s DELETE FROM %s AS t WHERE EXISTS (SELECT 1 FROM g WHERE %s)", groups, p.Target.Quoted(), strings.Join(tmatch, " AND "))
+	// The plain equalities let the target's key index find the rows; the
+	// EXISTS then matches them exactly, NULLs included.
+	del := fmt.Sprintf("WITH %s DELETE FROM %s AS t WHERE %s AND EXISTS (SELECT 1 FROM g WHERE %s)",
+		groups, p.Target.Quoted(), strings.Join(tcoarse, " AND "), strings.Join(tmatch, " AND "))
 	exact := "EXISTS (SELECT 1 FROM g WHERE " + strings.Join(smatch, " AND ") + ")"
 	ins := fmt.Sprintf("WITH %s INSERT INTO %s (%s) %s", groups, p.Target.Quoted(), ident.List(p.columnNamesShape()),
 		p.shapeQuery(append(coarse, exact)...))
