@@ -24,8 +24,13 @@ func TestGroupByAggregates(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.Define(e.ctx, `TRANSFORM daily FROM orders SELECT date_trunc('day', created_at) AS day, sum(price) AS revenue WHERE status = 'paid' GROUP BY date_trunc('day', created_at)`)
 	require.NoError(t, err)
+	_, err = c.Define(e.ctx, `TRANSFORM customer_status FROM orders SELECT customer_id AS customer_id, status AS status, count(*) AS n GROUP BY customer_id, status`)
+	require.NoError(t, err)
+	byStatus := `SELECT customer_id, status, count(*) AS n FROM orders GROUP BY customer_id, status`
 	e.waitState(c, "customer_totals", trellis.StateLive)
 	e.waitState(c, "daily", trellis.StateLive)
+	e.waitState(c, "customer_status", trellis.StateLive)
+	defer func() { e.assertMatches("customer_status", byStatus) }()
 	recompute := `SELECT customer_id, sum(price) AS revenue, count(*) AS orders, min(price) AS cheapest, max(price) AS dearest, avg(price) AS mean,
 		count(DISTINCT status) AS statuses, bool_and(price > 10) AS all_big, string_agg(status, ',' ORDER BY id) AS trail, array_agg(id ORDER BY id) AS ids
 		FROM orders GROUP BY customer_id`
@@ -43,6 +48,7 @@ func TestGroupByAggregates(t *testing.T) {
 	e.converge(c)
 	e.assertMatches("customer_totals", recompute)
 	e.assertMatches("daily", daily)
+	e.assertMatches("customer_status", byStatus)
 	require.Equal(t, [][]string{{"0"}}, e.rows(`SELECT count(*) FROM customer_totals WHERE customer_id = 5`))
 
 	e.exec(`TRUNCATE orders`)

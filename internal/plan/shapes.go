@@ -182,13 +182,33 @@ func (p *Plan) RecomputeGroups() []string {
 		coarse = append(coarse, anyOf(p.Spec.GroupBy[i], i))
 		tcoarse = append(tcoarse, anyOf("t."+q, i))
 	}
-	// The plain equalities let the target's key index find the rows; the
-	// EXISTS then matches them exactly, NULLs included.
-	del := fmt.Sprintf("WITH %s DELETE FROM %s AS t WHERE %s AND EXISTS (SELECT 1 FROM g WHERE %s)",
-		groups, p.Target.Quoted(), strings.Join(tcoarse, " AND "), strings.Join(tmatch, " AND "))
-	exact := "EXISTS (SELECT 1 FROM g WHERE " + strings.Join(smatch, " AND ") + ")"
+	// The plain equalities let an index find the rows. With one key column
+	// they are exact; with several, a hashed IN matches the rows without
+	// NULLs exactly, and rows with a NULL are matched one by one.
+	exact := func(cols []string, match []string) string {
+		if len(cols) == 1 {
+			return ""
+		}
+		var notNull, anyNull []string
+		for _, c := range cols {
+			notNull = append(notNull, c+" IS NOT NULL")
+			anyNull = append(anyNull, c+" IS NULL")
+		}
+		return fmt.Sprintf(" AND ((%s AND (%s) IN (SELECT %s FROM g)) OR ((%s) AND EXISTS (SELECT 1 FROM g WHERE %s)))",
+			strings.Join(notNull, " AND "), strings.Join(cols, ", "), ident.List(names),
+			strings.Join(anyNull, " OR "), strings.Join(match, " AND "))
+	}
+	tcols := make([]string, len(names))
+	scols := make([]string, len(names))
+	for i, n := range names {
+		tcols[i] = "t." + ident.Quote(n)
+		scols[i] = "(" + p.Spec.GroupBy[i] + ")"
+	}
+	del := fmt.Sprintf("WITH %s DELETE FROM %s AS t WHERE %s%s",
+		groups, p.Target.Quoted(), strings.Join(tcoarse, " AND "), exact(tcols, tmatch))
+	srcConds := strings.Join(coarse, " AND ") + exact(scols, smatch)
 	ins := fmt.Sprintf("WITH %s INSERT INTO %s (%s) %s", groups, p.Target.Quoted(), ident.List(p.columnNamesShape()),
-		p.shapeQuery(append(coarse, exact)...))
+		p.shapeQuery(srcConds))
 	return []string{del, ins}
 }
 
