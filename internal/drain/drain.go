@@ -562,7 +562,13 @@ func (wk *work) apply(ctx context.Context, tx pgx.Tx) error {
 		case plan.KindJoin:
 			stmts = pl.RecomputeJoinKeys()
 		default:
-			stmts = pl.RecomputeGroups()
+			withNulls := false
+			for _, k := range wk.keys {
+				for _, v := range k {
+					withNulls = withNulls || v == nil
+				}
+			}
+			stmts = pl.RecomputeGroups(withNulls)
 		}
 	}
 	for _, q := range stmts {

@@ -163,22 +163,31 @@ func (p *Plan) RecomputeJoinKeys() []string {
 // statements: the groups' rows are deleted, then what the definition yields
 // for them inserted. The candidate rows are found through plain
 // equalities (so a source index serves them), then matched exactly.
-func (p *Plan) RecomputeGroups() []string {
+func (p *Plan) RecomputeGroups(withNulls bool) []string {
 	names := p.KeyNames()
 	types := make([]string, len(p.Spec.Key))
+	// The groups CTE's columns have names of their own, so that a GROUP BY
+	// expression that names a source column never binds to them.
+	gcols := make([]string, len(p.Spec.Key))
 	for i, k := range p.Spec.Key {
 		types[i] = k.Type
+		gcols[i] = fmt.Sprintf("trellis_g%d", i+1)
 	}
-	groups := "g AS (" + unnestTyped(1, names, types) + ")"
+	groups := "g AS (" + unnestTyped(1, gcols, types) + ")"
 	var tmatch, smatch, coarse, tcoarse []string
+	// Only a page with a NULL group gets the NULL branches: an OR there
+	// keeps a generic plan from using the array as an index condition.
 	anyOf := func(expr string, i int) string {
+		if !withNulls {
+			return fmt.Sprintf("(%s) = ANY ($%d::%s[])", expr, i+1, types[i])
+		}
 		return fmt.Sprintf("((%s) = ANY ($%d::%s[]) OR ((%s) IS NULL AND array_position($%d::text[], NULL) IS NOT NULL))",
 			expr, i+1, types[i], expr, i+1)
 	}
 	for i, k := range p.Spec.Key {
 		q := ident.Quote(k.Name)
-		tmatch = append(tmatch, "t."+q+" IS NOT DISTINCT FROM g."+q)
-		smatch = append(smatch, "g."+q+" IS NOT DISTINCT FROM ("+p.Spec.GroupBy[i]+")")
+		tmatch = append(tmatch, "t."+q+" IS NOT DISTINCT FROM g."+gcols[i])
+		smatch = append(smatch, "g."+gcols[i]+" IS NOT DISTINCT FROM ("+p.Spec.GroupBy[i]+")")
 		coarse = append(coarse, anyOf(p.Spec.GroupBy[i], i))
 		tcoarse = append(tcoarse, anyOf("t."+q, i))
 	}
@@ -194,9 +203,12 @@ func (p *Plan) RecomputeGroups() []string {
 			notNull = append(notNull, c+" IS NOT NULL")
 			anyNull = append(anyNull, c+" IS NULL")
 		}
-		return fmt.Sprintf(" AND ((%s AND (%s) IN (SELECT %s FROM g)) OR ((%s) AND EXISTS (SELECT 1 FROM g WHERE %s)))",
-			strings.Join(notNull, " AND "), strings.Join(cols, ", "), ident.List(names),
-			strings.Join(anyNull, " OR "), strings.Join(match, " AND "))
+		in := fmt.Sprintf("(%s) IN (SELECT %s FROM g)", strings.Join(cols, ", "), strings.Join(gcols, ", "))
+		if !withNulls {
+			return " AND " + in
+		}
+		return fmt.Sprintf(" AND ((%s AND %s) OR ((%s) AND EXISTS (SELECT 1 FROM g WHERE %s)))",
+			strings.Join(notNull, " AND "), in, strings.Join(anyNull, " OR "), strings.Join(match, " AND "))
 	}
 	tcols := make([]string, len(names))
 	scols := make([]string, len(names))
