@@ -52,6 +52,13 @@ func KeyLock(schema string, transformID, bucket int) int64 {
 	return int64(h.Sum32()&0x7fffffff)<<32 | int64(transformID)<<8 | int64(bucket)
 }
 
+// LockKeys takes the transaction-level key locks, in sorted order in one
+// statement, so two holders of overlapping sets never deadlock.
+func LockKeys(ctx context.Context, tx pgx.Tx, keys []int64) error {
+	_, err := tx.Exec(ctx, sqlKeyLocks, keys)
+	return err
+}
+
 // Worker is one drain worker.
 type Worker struct {
 	e    *Engine
@@ -354,7 +361,7 @@ func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *page) ([]int, erro
 			locks = append(locks, KeyLock(w.e.Cat.Schema, id, b))
 		}
 	}
-	if _, err := tx.Exec(ctx, sqlKeyLocks, locks); err != nil {
+	if err := LockKeys(ctx, tx, locks); err != nil {
 		return srcs, fmt.Errorf("taking key locks: %w", err)
 	}
 	for _, id := range order {

@@ -42,16 +42,6 @@ type Result struct {
 	Addresses []string
 }
 
-// Apply parses and runs one statement. With onlyTransform, anything but a
-// TRANSFORM is refused before anything is applied.
-func (e *Engine) Apply(ctx context.Context, text string, onlyTransform bool) (Result, error) {
-	st, err := Parse(text)
-	if err != nil {
-		return Result{}, err
-	}
-	return e.ApplyParsed(ctx, st, text, onlyTransform)
-}
-
 // Parse parses a statement into an engine error on failure: CodeParse for
 // text off the grammar, CodeValidation for a rule it breaks. It needs no
 // database; its first call in a process initialises the parser.

@@ -55,7 +55,6 @@ WHERE t.state IN ('waiting_to_backfill', 'backfilling')
 ORDER BY t.id`
 
 	sqlLockShared = `SELECT pg_advisory_xact_lock_shared($1)`
-	sqlKeyLocks   = `SELECT count(pg_advisory_xact_lock(k)) FROM (SELECT DISTINCT k FROM unnest($1::bigint[]) AS u(k) ORDER BY k) s`
 
 	sqlBuildProgress = `
 UPDATE %[1]s.transforms SET build_cursor = $2, build_rows = build_rows + $3,
@@ -69,14 +68,15 @@ UPDATE %[1]s.transforms SET state = 'live', state_since = clock_timestamp(),
 WHERE id = $1`
 	sqlColumnBuildsDone = `DELETE FROM %[1]s.column_builds WHERE transform_id = $1`
 
-	// A failed build page: counted, retried with backoff, and after
-	// $4 attempts the transform pauses.
+	// A failed build page: counted, retried with backoff (200 ms doubling,
+	// at most a minute), and after $3 attempts the transform pauses.
 	sqlBuildFailed = `
 UPDATE %[1]s.transforms SET build_attempts = build_attempts + 1, build_error = $2,
-    build_next_at = CASE WHEN build_attempts + 1 >= $4 THEN clock_timestamp() ELSE clock_timestamp() + $3 * interval '1 millisecond' END,
-    state = CASE WHEN build_attempts + 1 >= $4 THEN 'paused' ELSE state END,
-    paused_reason = CASE WHEN build_attempts + 1 >= $4 THEN 'its build keeps failing: ' || $2 ELSE paused_reason END,
-    state_since = CASE WHEN build_attempts + 1 >= $4 THEN clock_timestamp() ELSE state_since END
+    build_next_at = CASE WHEN build_attempts + 1 >= $3 THEN clock_timestamp()
+        ELSE clock_timestamp() + least(200 * 2 ^ least(build_attempts, 10), 60000) * interval '1 millisecond' END,
+    state = CASE WHEN build_attempts + 1 >= $3 THEN 'paused' ELSE state END,
+    paused_reason = CASE WHEN build_attempts + 1 >= $3 THEN 'its build keeps failing: ' || $2 ELSE paused_reason END,
+    state_since = CASE WHEN build_attempts + 1 >= $3 THEN clock_timestamp() ELSE state_since END
 WHERE id = $1
 RETURNING build_attempts, state`
 	sqlBuildOK = `UPDATE %[1]s.transforms SET build_attempts = 0, build_error = NULL, build_next_at = NULL WHERE id = $1 AND build_attempts > 0`

@@ -322,8 +322,7 @@ const BuildAttempts = 5
 func (w *Worker) buildFailed(ctx context.Context, id int, cause error) {
 	var attempts int
 	var state string
-	delay := min(200*time.Millisecond<<min(w.attempts(ctx, id), 10), time.Minute)
-	err := w.Pool.QueryRow(ctx, w.Cat.SQL(sqlBuildFailed), id, cause.Error(), delay.Milliseconds(), BuildAttempts).Scan(&attempts, &state)
+	err := w.Pool.QueryRow(ctx, w.Cat.SQL(sqlBuildFailed), id, cause.Error(), BuildAttempts).Scan(&attempts, &state)
 	if err != nil {
 		w.Logger.Error("recording a build failure", "transform_id", id, "error", err, "cause", cause)
 		return
@@ -334,12 +333,6 @@ func (w *Worker) buildFailed(ctx context.Context, id int, cause error) {
 		return
 	}
 	w.Logger.Warn("a build page failed; it will be retried", "transform_id", id, "attempts", attempts, "error", cause)
-}
-
-func (w *Worker) attempts(ctx context.Context, id int) int {
-	var n int
-	_ = w.Pool.QueryRow(ctx, w.Cat.SQL("SELECT build_attempts FROM %[1]s.transforms WHERE id = $1"), id).Scan(&n)
-	return n
 }
 
 // buildShape builds a join or aggregate target in one statement pair
@@ -371,8 +364,7 @@ func lockAll(ctx context.Context, tx pgx.Tx, schema string, id int) error {
 	for b := range locks {
 		locks[b] = drain.KeyLock(schema, id, b)
 	}
-	_, err := tx.Exec(ctx, sqlKeyLocks, locks)
-	return err
+	return drain.LockKeys(ctx, tx, locks)
 }
 
 // checkPartitions notices partitions attached to or detached from a
