@@ -396,6 +396,9 @@ func (c *Client) Status(ctx context.Context, target string) (*Status, error) {
 				Blockers: cw.Blockers, Since: cw.Since.Truncate(time.Microsecond)}
 		}
 		st.PausedUpstreamColumns = info.PausedUpstream
+		if h := info.Held; h != nil {
+			st.HeldKeys = &HeldKeys{Count: h.Count, OldestPoisonedAt: h.Oldest.Truncate(time.Microsecond)}
+		}
 		if st.State == StateLive && len(st.PausedUpstreamColumns) > 0 {
 			st.State = StateCatchingUp
 		}

@@ -69,6 +69,10 @@ type Worker struct {
 	loaded  bool
 	bySrc   map[int][]*catalog.Transform
 	sources map[int]*catalog.Source
+	// holds are the transforms holding poisoned keys; quarantined their
+	// quarantined columns.
+	holds       map[int]bool
+	quarantined map[int][]string
 }
 
 // NewWorker returns a worker; wake delivers wake-ups (may be nil).
@@ -140,7 +144,14 @@ type srcChanges struct {
 }
 
 // DrainOne claims and applies one page. It reports whether it found one.
+// A page on which a row fails is applied again carefully (see quarantine.go).
 func (w *Worker) DrainOne(ctx context.Context) (bool, error) {
+	return w.drainPage(ctx, 0)
+}
+
+// drainPage claims the next page, or with careful the page of that id, and
+// applies it.
+func (w *Worker) drainPage(ctx context.Context, careful int64) (bool, error) {
 	tx, err := w.e.Pool.Begin(ctx)
 	if err != nil {
 		return false, err
@@ -152,14 +163,18 @@ func (w *Worker) DrainOne(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	var p page
-	err = tx.QueryRow(ctx, c.SQL(sqlClaim)).Scan(&p.id, &p.lo, &p.hi, &p.buckets, &p.attempts)
+	if careful != 0 {
+		err = tx.QueryRow(ctx, c.SQL(sqlClaimPage), careful).Scan(&p.id, &p.lo, &p.hi, &p.buckets, &p.attempts)
+	} else {
+		err = tx.QueryRow(ctx, c.SQL(sqlClaim)).Scan(&p.id, &p.lo, &p.hi, &p.buckets, &p.attempts)
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("claiming a page: %w", err)
 	}
-	srcs, applyErr := w.applyPage(ctx, tx, &p)
+	srcs, applyErr := w.applyPage(ctx, tx, &p, careful != 0)
 	if applyErr == nil {
 		if _, err := tx.Exec(ctx, c.SQL(sqlPageDone), p.id); err != nil {
 			applyErr = err
@@ -173,6 +188,9 @@ func (w *Worker) DrainOne(ctx context.Context) (bool, error) {
 		return true, ctx.Err()
 	}
 	_ = tx.Rollback(context.WithoutCancel(ctx))
+	if careful == 0 && RowError(applyErr) {
+		return w.drainPage(ctx, p.id)
+	}
 	if w.halt(ctx, applyErr) {
 		return true, nil // retried at once, without the halted transform
 	}
@@ -275,6 +293,25 @@ func (w *Worker) reload(ctx context.Context, tx pgx.Tx) error {
 	for _, s := range srcs {
 		w.sources[s.ID] = s
 	}
+	w.holds = map[int]bool{}
+	if err := collect(ctx, tx, w.e.Cat.SQL(sqlHolding), func(r pgx.Rows) error {
+		var id int
+		err := r.Scan(&id)
+		w.holds[id] = true
+		return err
+	}); err != nil {
+		return err
+	}
+	w.quarantined = map[int][]string{}
+	if err := collect(ctx, tx, w.e.Cat.SQL(sqlQuarantinedColumns), func(r pgx.Rows) error {
+		var id int
+		var cols []string
+		err := r.Scan(&id, &cols)
+		w.quarantined[id] = cols
+		return err
+	}); err != nil {
+		return err
+	}
 	w.bySrc = map[int][]*catalog.Transform{}
 	for _, t := range ts {
 		w.bySrc[t.Spec.Source.ID] = append(w.bySrc[t.Spec.Source.ID], t)
@@ -286,9 +323,25 @@ func (w *Worker) reload(ctx context.Context, tx pgx.Tx) error {
 	return nil
 }
 
+// collect runs a query and hands each row to scan.
+func collect(ctx context.Context, tx pgx.Tx, sql string, scan func(pgx.Rows) error) error {
+	rows, err := tx.Query(ctx, sql)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
 // applyPage recomputes every key of the page for every transform reading
 // its sources. It returns the page's source ids (for failure reports).
-func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *page) ([]int, error) {
+// Carefully, a transform on which a row fails is diagnosed key by key.
+func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *page, careful bool) ([]int, error) {
 	if err := w.reload(ctx, tx); err != nil {
 		return nil, fmt.Errorf("loading definitions: %w", err)
 	}
@@ -348,6 +401,13 @@ func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *page) ([]int, erro
 		return srcs, nil
 	}
 	sort.Ints(order)
+	for _, id := range order {
+		if w.holds[id] {
+			if err := w.dropHeld(ctx, tx, works[id]); err != nil {
+				return srcs, err
+			}
+		}
+	}
 	var locks []int64
 	for _, id := range order {
 		wk := works[id]
@@ -369,8 +429,17 @@ func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *page) ([]int, erro
 		if err := w.buildBound(ctx, tx, wk); err != nil {
 			return srcs, err
 		}
-		if err := wk.apply(ctx, tx); err != nil {
+		apply := wk.apply
+		if careful {
+			apply = func(ctx context.Context, tx pgx.Tx) error { return w.applyCareful(ctx, tx, wk) }
+		}
+		if err := apply(ctx, tx); err != nil {
 			return srcs, &transformError{t: wk.t, err: err}
+		}
+		if q := w.quarantined[id]; len(q) > 0 {
+			if err := w.refreshSamples(ctx, tx, wk, q); err != nil {
+				return srcs, &transformError{t: wk.t, err: err}
+			}
 		}
 	}
 	return srcs, nil
@@ -528,7 +597,68 @@ func changeArgs(rows []change, nkeys, ncaps int) []any {
 	return append(args, hv)
 }
 
-// apply recomputes the work's keys (or the whole target).
+// keyList is the work's keys, in a stable order.
+func (wk *work) keyList() [][]*string {
+	ids := make([]string, 0, len(wk.keys))
+	for id := range wk.keys {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	out := make([][]*string, len(ids))
+	for i, id := range ids {
+		out[i] = wk.keys[id]
+	}
+	return out
+}
+
+// nKeyParams is how many key columns (one text[] parameter each) the
+// keyed statements of the work's plan take.
+func (wk *work) nKeyParams() int {
+	if wk.plan.Kind() == plan.KindJoin {
+		return len(wk.t.Spec.Source.KeyCols)
+	}
+	return len(wk.plan.KeyNames())
+}
+
+// keyedStatements are the statements recomputing a set of keys under pl;
+// their parameters are nKeyParams text[] (the keys, column by column), then
+// the bound (an initial build's cursor).
+func (wk *work) keyedStatements(pl *plan.Plan, keys [][]*string) []string {
+	switch pl.Kind() {
+	case plan.KindProjection:
+		return []string{pl.Recompute(wk.upTo != nil)}
+	case plan.KindJoin:
+		return pl.RecomputeJoinKeys()
+	}
+	withNulls := false
+	for _, k := range keys {
+		for _, v := range k {
+			withNulls = withNulls || v == nil
+		}
+	}
+	return pl.RecomputeGroups(withNulls)
+}
+
+// keyedArgs are the parameters of keyedStatements for keys.
+func (wk *work) keyedArgs(keys [][]*string) []any {
+	n := wk.nKeyParams()
+	cols := make([][]*string, n)
+	for _, k := range keys {
+		for i := 0; i < n; i++ {
+			cols[i] = append(cols[i], k[i])
+		}
+	}
+	args := make([]any, 0, n+len(wk.upTo))
+	for _, c := range cols {
+		args = append(args, c)
+	}
+	for _, v := range wk.upTo {
+		args = append(args, v)
+	}
+	return args
+}
+
+// apply recomputes the work's keys (or the whole target) under its plan.
 func (wk *work) apply(ctx context.Context, tx pgx.Tx) error {
 	pl := wk.plan
 	if wk.skip {
@@ -536,47 +666,20 @@ func (wk *work) apply(ctx context.Context, tx pgx.Tx) error {
 	}
 	var stmts []string
 	var args []any
-	var bound []any
-	for _, v := range wk.upTo {
-		bound = append(bound, v)
-	}
 	switch {
 	case wk.resync && pl.Kind() == plan.KindProjection:
 		stmts = []string{pl.Resync(wk.upTo != nil)}
-		args = bound
+		for _, v := range wk.upTo {
+			args = append(args, v)
+		}
 	case wk.resync:
 		stmts = pl.ShapeResync()
 	case len(wk.keys) == 0:
 		return nil
 	default:
-		n := len(pl.KeyNames())
-		if pl.Kind() == plan.KindJoin {
-			n = len(wk.t.Spec.Source.KeyCols)
-		}
-		cols := make([][]*string, n)
-		for _, k := range wk.keys {
-			for i := 0; i < n; i++ {
-				cols[i] = append(cols[i], k[i])
-			}
-		}
-		for _, c := range cols {
-			args = append(args, c)
-		}
-		switch pl.Kind() {
-		case plan.KindProjection:
-			stmts = []string{pl.Recompute(wk.upTo != nil)}
-			args = append(args, bound...)
-		case plan.KindJoin:
-			stmts = pl.RecomputeJoinKeys()
-		default:
-			withNulls := false
-			for _, k := range wk.keys {
-				for _, v := range k {
-					withNulls = withNulls || v == nil
-				}
-			}
-			stmts = pl.RecomputeGroups(withNulls)
-		}
+		keys := wk.keyList()
+		stmts = wk.keyedStatements(pl, keys)
+		args = wk.keyedArgs(keys)
 	}
 	for _, q := range stmts {
 		if _, err := tx.Exec(ctx, q, args...); err != nil {

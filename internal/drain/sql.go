@@ -56,4 +56,37 @@ GROUP BY bucket ORDER BY bucket`
 	sqlInsertPage = `INSERT INTO %[1]s.pages (cut, lo, hi, buckets) VALUES ($1, $2::pg_snapshot, $3::pg_snapshot, $4)`
 
 	sqlSourceNames = `SELECT id, schema_name || '.' || table_name FROM %[1]s.sources WHERE id = ANY($1::int[])`
+
+	// Quarantine (quarantine.go).
+	sqlProbe = `SELECT err_key, err_state, err_message FROM %[1]s.probe($1::text[], $2::text[], $3)`
+
+	sqlQuarantineColumn = `
+WITH c AS (
+    UPDATE %[1]s.transforms SET spec = jsonb_set(spec, ARRAY['columns', $2, 'paused'], 'true')
+    WHERE id = $1 RETURNING id)
+INSERT INTO %[1]s.quarantined_columns (transform_id, column_name, error, sqlstate)
+SELECT id, $3, $4, $5 FROM c
+ON CONFLICT (transform_id, column_name) DO NOTHING`
+
+	sqlQuarantineRow = `
+INSERT INTO %[1]s.quarantine (transform_id, column_name, src_table, key_text, key, error, sqlstate)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (transform_id, column_name, src_table, key_text)
+DO UPDATE SET error = EXCLUDED.error, sqlstate = EXCLUDED.sqlstate, at = clock_timestamp()`
+
+	sqlHeldAmong = `SELECT key_text FROM %[1]s.quarantine WHERE transform_id = $1 AND column_name = '' AND key_text = ANY($2::text[])`
+
+	sqlHeldCount = `SELECT count(*) FROM %[1]s.quarantine WHERE transform_id = $1 AND column_name = ''`
+
+	sqlClearSamples = `DELETE FROM %[1]s.quarantine WHERE transform_id = $1 AND column_name = ANY($2::text[]) AND key_text = ANY($3::text[])`
+
+	// The transforms holding keys, and the quarantined columns, by transform.
+	sqlHolding = `
+SELECT t.id FROM %[1]s.transforms t
+WHERE EXISTS (SELECT 1 FROM %[1]s.quarantine q WHERE q.transform_id = t.id AND q.column_name = '')`
+	sqlQuarantinedColumns = `SELECT transform_id, array_agg(column_name) FROM %[1]s.quarantined_columns WHERE error <> '' GROUP BY transform_id`
+
+	sqlClaimPage = `
+SELECT id, lo::text, hi::text, buckets, attempts FROM %[1]s.pages
+WHERE id = $1 AND NOT done FOR UPDATE SKIP LOCKED`
 )

@@ -196,27 +196,27 @@ func (e *Engine) Lookup(ctx context.Context, q catalog.Querier, target string, f
 }
 
 // resolveAddress finds the transform and (optional) column an address names.
-func (e *Engine) resolveAddress(ctx context.Context, tx pgx.Tx, a grammar.Address) (*catalog.Transform, string, error) {
+func (e *Engine) resolveAddress(ctx context.Context, tx pgx.Tx, a grammar.Address, forUpdate bool) (*catalog.Transform, string, error) {
 	p := a.Parts
 	switch len(p) {
 	case 1:
-		t, err := e.Lookup(ctx, tx, p[0], true)
+		t, err := e.Lookup(ctx, tx, p[0], forUpdate)
 		if err == nil && t == nil {
 			err = errs.New(errs.NotFound, "no transform writes %s", p[0])
 		}
 		return t, "", err
 	case 2:
-		t, err := e.Cat.Transform(ctx, tx, plan.Target{Schema: p[0], Name: p[1]}, true)
+		t, err := e.Cat.Transform(ctx, tx, plan.Target{Schema: p[0], Name: p[1]}, forUpdate)
 		if err != nil || t != nil {
 			return t, "", err
 		}
-		t, err = e.Lookup(ctx, tx, p[0], true)
+		t, err = e.Lookup(ctx, tx, p[0], forUpdate)
 		if err == nil && t == nil {
 			err = errs.New(errs.NotFound, "no transform writes %s or %s", p[0]+"."+p[1], p[0])
 		}
 		return t, p[1], err
 	case 3:
-		t, err := e.Cat.Transform(ctx, tx, plan.Target{Schema: p[0], Name: p[1]}, true)
+		t, err := e.Cat.Transform(ctx, tx, plan.Target{Schema: p[0], Name: p[1]}, forUpdate)
 		if err == nil && t == nil {
 			err = errs.New(errs.NotFound, "no transform writes %s.%s", p[0], p[1])
 		}
@@ -228,12 +228,15 @@ func (e *Engine) resolveAddress(ctx context.Context, tx pgx.Tx, a grammar.Addres
 func (e *Engine) pause(ctx context.Context, a grammar.Address) (Result, error) {
 	var res Result
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
-		t, col, err := e.resolveAddress(ctx, tx, a)
+		t, col, err := e.resolveAddress(ctx, tx, a, true)
 		if err != nil {
 			return err
 		}
 		if col != "" {
 			if err := e.setColumnPaused(ctx, tx, t, col, true); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, e.Cat.SQL(sqlColumnPause), t.ID, col); err != nil {
 				return err
 			}
 			res = Result{Kind: "paused", Target: t.Target.String(), Addresses: []string{t.Target.Name + "." + col}}
@@ -251,7 +254,7 @@ func (e *Engine) pause(ctx context.Context, a grammar.Address) (Result, error) {
 func (e *Engine) resume(ctx context.Context, a grammar.Address) (Result, error) {
 	var res Result
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
-		t, col, err := e.resolveAddress(ctx, tx, a)
+		t, col, err := e.resolveAddress(ctx, tx, a, true)
 		if err != nil {
 			return err
 		}
@@ -265,6 +268,9 @@ func (e *Engine) resume(ctx context.Context, a grammar.Address) (Result, error) 
 				return nil
 			}
 			if err := e.setColumnPaused(ctx, tx, t, col, false); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, e.Cat.SQL(sqlColumnUnquarantine), t.ID, col); err != nil {
 				return err
 			}
 			// Re-derive the column for every row.
@@ -282,7 +288,16 @@ func (e *Engine) resume(ctx context.Context, a grammar.Address) (Result, error) 
 			}
 			return e.notifyStaging(ctx, tx)
 		}
+		// Every key the transform holds is released.
+		released, err := e.releaseAll(ctx, tx, t)
+		if err != nil {
+			return lockTimeout(err, "waiting for the drain pages in flight on "+t.Target.String())
+		}
 		if t.State != catalog.StatePaused {
+			if released > 0 {
+				res.Addresses = []string{t.Target.Name}
+				return e.Cat.BumpGen(ctx, tx)
+			}
 			return nil
 		}
 		// Changes captured while paused were not applied: re-derive the
@@ -504,6 +519,9 @@ func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (Result, error) {
 				return fmt.Errorf("dropping column %s of %s: %w", col, t.Target, err)
 			}
 			spec.Columns = slices.DeleteFunc(spec.Columns, func(c plan.Column) bool { return c.Name == col })
+			if _, err := tx.Exec(ctx, e.Cat.SQL(sqlColumnUnquarantine), t.ID, col); err != nil {
+				return err
+			}
 			if _, err := tx.Exec(ctx, e.Cat.SQL(sqlDropColumnBuild), t.ID, col); err != nil {
 				return err
 			}
@@ -597,6 +615,7 @@ type StatusInfo struct {
 	IndexGaps          []IndexGap
 	Corrections        []Correction
 	PausedUpstream     []string
+	Held               *Held
 }
 
 // CaptureWait is a capture install or widen waiting for its table's lock.
@@ -663,6 +682,9 @@ func (e *Engine) Status(ctx context.Context, target string) (*StatusInfo, error)
 		return nil, err
 	}
 	if info.PausedUpstream, err = e.PausedUpstream(ctx, tx, t); err != nil {
+		return nil, err
+	}
+	if info.Held, err = e.heldKeys(ctx, tx, t.ID); err != nil {
 		return nil, err
 	}
 	return info, nil

@@ -125,4 +125,39 @@ WHERE pg_snapshot_xmax($1::pg_snapshot) <= pg_snapshot_xmax(c.snap)
                   WHERE x < pg_snapshot_xmax($1::pg_snapshot) AND pg_visible_in_snapshot(x, $1::pg_snapshot))
 ORDER BY n LIMIT 1`
 	sqlPagesPending = `SELECT EXISTS (SELECT 1 FROM %[1]s.pages WHERE NOT done AND cut <= $1)`
+
+	// Quarantine (quarantine.go).
+	sqlLockDDLShared   = `SELECT pg_advisory_xact_lock_shared($1)`
+	sqlHeldKeys        = `SELECT count(*), min(at) FROM %[1]s.quarantine WHERE transform_id = $1 AND column_name = ''`
+	sqlOldestHeldError = `
+SELECT error, coalesce(sqlstate, '') FROM %[1]s.quarantine WHERE transform_id = $1 AND column_name = ''
+ORDER BY at LIMIT 1`
+	sqlQuarantinedColumns = `
+SELECT c.column_name, c.error, c.sqlstate, c.since,
+       (SELECT count(*) FROM %[1]s.quarantine q WHERE q.transform_id = c.transform_id AND q.column_name = c.column_name)
+FROM %[1]s.quarantined_columns c WHERE c.transform_id = $1`
+	sqlSample = `
+SELECT src_table, key_text, error, at FROM %[1]s.quarantine
+WHERE transform_id = $1 AND column_name = $2
+  AND ($3::text IS NULL OR (src_table, key_text) > ($3::text, $4::text))
+ORDER BY src_table, key_text LIMIT $5`
+	sqlPoisonedSince = `
+SELECT t.target_schema || '.' || t.target_name, q.src_table, q.key_text, q.error, q.at
+FROM %[1]s.quarantine q JOIN %[1]s.transforms t ON t.id = q.transform_id
+WHERE q.column_name = '' AND q.at > $1
+ORDER BY q.at, t.id, q.src_table, q.key_text`
+	// A key held, named by its table qualified or bare.
+	sqlReleaseKey = `
+DELETE FROM %[1]s.quarantine
+WHERE transform_id = $1 AND column_name = '' AND key_text = $3
+  AND (src_table = $2 OR split_part(src_table, '.', 2) = $2)
+RETURNING key`
+	sqlReleaseAll = `DELETE FROM %[1]s.quarantine WHERE transform_id = $1 AND column_name = '' RETURNING key`
+	// A column quarantined or paused, and its samples.
+	sqlColumnPause = `
+INSERT INTO %[1]s.quarantined_columns (transform_id, column_name, error) VALUES ($1, $2, '')
+ON CONFLICT (transform_id, column_name) DO NOTHING`
+	sqlColumnUnquarantine = `
+WITH d AS (DELETE FROM %[1]s.quarantined_columns WHERE transform_id = $1 AND column_name = $2)
+DELETE FROM %[1]s.quarantine WHERE transform_id = $1 AND column_name = $2`
 )

@@ -155,3 +155,72 @@ CREATE TABLE {{schema}}.pages (
     tables        text[]
 );
 CREATE INDEX ON {{schema}}.pages (id) WHERE NOT done;
+
+-- Quarantine. A column whose expression failed on some rows is paused
+-- (spec column "paused") and listed here with the first error.
+CREATE TABLE {{schema}}.quarantined_columns (
+    transform_id int NOT NULL REFERENCES {{schema}}.transforms (id) ON DELETE CASCADE,
+    column_name  text NOT NULL,
+    error        text NOT NULL,
+    sqlstate     text,
+    since        timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (transform_id, column_name)
+);
+
+-- Quarantined rows: with a column_name, a row whose evaluation of that
+-- column failed (a sample kept for diagnosis); with column_name '', a key
+-- the transform holds (poisoned): its changes are not applied until it is
+-- released. key holds the key's values as text (the target key: a source
+-- key, or an aggregate's group), key_text its rendering for people.
+CREATE TABLE {{schema}}.quarantine (
+    transform_id int NOT NULL REFERENCES {{schema}}.transforms (id) ON DELETE CASCADE,
+    column_name  text NOT NULL,
+    src_table    text NOT NULL,
+    key_text     text NOT NULL,
+    key          text[] NOT NULL,
+    error        text NOT NULL,
+    sqlstate     text,
+    at           timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (transform_id, column_name, src_table, key_text)
+);
+CREATE INDEX ON {{schema}}.quarantine (at) WHERE column_name = '';
+
+-- Runs the statements qs once for each key of keys (a two-dimensional
+-- array, one key per row, passed to the statements as $1), each key in a
+-- subtransaction of its own, and returns the keys whose statements failed
+-- with an error a row can explain (bad data, a constraint, a function that
+-- raised), with the error. Any other error (a lock timeout, a missing
+-- object) is raised. With dry, every key's work is undone.
+CREATE FUNCTION {{schema}}.probe(qs text[], keys text[], dry boolean)
+RETURNS TABLE (err_key text[], err_state text, err_message text)
+LANGUAGE plpgsql AS $probe$
+DECLARE
+    k text[];
+    q text;
+BEGIN
+    IF keys IS NULL OR cardinality(keys) = 0 THEN
+        RETURN;
+    END IF;
+    FOREACH k SLICE 1 IN ARRAY keys LOOP
+        BEGIN
+            FOREACH q IN ARRAY qs LOOP
+                EXECUTE q USING k;
+            END LOOP;
+            IF dry THEN
+                RAISE SQLSTATE 'TR000';
+            END IF;
+        EXCEPTION WHEN OTHERS THEN
+            IF SQLSTATE = 'TR000' THEN
+                CONTINUE;
+            END IF;
+            IF left(SQLSTATE, 2) NOT IN ('21', '22', '23', '2F', '38', '39', '44', 'P0') AND SQLSTATE <> '54000' THEN
+                RAISE;
+            END IF;
+            err_key := k;
+            err_state := SQLSTATE;
+            err_message := SQLERRM;
+            RETURN NEXT;
+        END;
+    END LOOP;
+END
+$probe$;

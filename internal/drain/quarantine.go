@@ -1,0 +1,411 @@
+package drain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/trellis-pg/trellis/internal/capture"
+	"github.com/trellis-pg/trellis/internal/catalog"
+	"github.com/trellis-pg/trellis/internal/grammar"
+	"github.com/trellis-pg/trellis/internal/ident"
+	"github.com/trellis-pg/trellis/internal/plan"
+)
+
+// Bad data never stops a page. When a transform's part of a page fails
+// with an error a row can explain, the page is applied again "carefully":
+// each transform under a savepoint, and a transform that fails is
+// diagnosed key by key (catalog function probe, one subtransaction per
+// key):
+//
+//   - a key whose write violates a constraint of the target, or that fails
+//     with no column evaluated (its WHERE raised), is poisoned: held for that
+//     transform only, its changes skipped until it is released;
+//   - a key that fails only when one column is evaluated quarantines that
+//     column (paused for the transform, the row kept as a sample), and the
+//     key is applied with the column paused;
+//   - every other key is applied as usual.
+
+// RowError reports whether err is one a row can explain: bad data, a
+// constraint, a function that raised. Anything else (a lock timeout, a
+// missing object, a lost connection) is the page's, not a row's.
+func RowError(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || len(pe.Code) != 5 {
+		return false
+	}
+	switch pe.Code[:2] {
+	case "21", "22", "23", "2F", "38", "39", "44", "P0":
+		return true
+	}
+	return pe.Code == "54000"
+}
+
+// constraintState reports whether a SQLSTATE is an integrity constraint
+// violation: the write's fault, never a column expression's.
+func constraintState(state string) bool { return strings.HasPrefix(state, "23") }
+
+// RenderKey renders a key's values the way the quarantine reports them:
+// one value as itself, several as a row ("(a,b)"), NULL as NULL alone or
+// as nothing inside a row.
+func RenderKey(key []*string) string {
+	if len(key) == 1 {
+		if key[0] == nil {
+			return "NULL"
+		}
+		return *key[0]
+	}
+	var b strings.Builder
+	b.WriteByte('(')
+	for i, v := range key {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if v == nil {
+			continue
+		}
+		if *v == "" || strings.ContainsAny(*v, `,()"\ `) {
+			b.WriteByte('"')
+			b.WriteString(strings.NewReplacer(`"`, `""`, `\`, `\\`).Replace(*v))
+			b.WriteByte('"')
+		} else {
+			b.WriteString(*v)
+		}
+	}
+	b.WriteByte(')')
+	return b.String()
+}
+
+// failure is one key a probe found failing.
+type failure struct {
+	key   []*string
+	state string
+	msg   string
+}
+
+// withPaused is pl with the columns paused that paused says (a paused
+// column is not evaluated).
+func withPaused(pl *plan.Plan, paused func(c plan.Column) bool) *plan.Plan {
+	out := *pl
+	out.Spec.Columns = slices.Clone(pl.Spec.Columns)
+	for i, c := range out.Spec.Columns {
+		out.Spec.Columns[i].Paused = paused(c)
+	}
+	return &out
+}
+
+// probe runs the keyed statements of pl once per key, each key in a
+// subtransaction, and returns the keys that failed with a row error. With
+// dry, nothing is kept; without, the keys that succeed are applied.
+func (w *Worker) probe(ctx context.Context, tx pgx.Tx, wk *work, pl *plan.Plan, keys [][]*string, dry bool) ([]failure, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	n := wk.nKeyParams()
+	var qs []string
+	for _, s := range wk.keyedStatements(pl, keys) {
+		q, err := grammar.Rebind(s, func(i int) string {
+			if i <= n {
+				return fmt.Sprintf("(ARRAY[$1[%d]])", i)
+			}
+			if i-n-1 < len(wk.upTo) {
+				return ident.Literal(wk.upTo[i-n-1])
+			}
+			return "NULL"
+		})
+		if err != nil {
+			return nil, err
+		}
+		qs = append(qs, q)
+	}
+	arg := make([][]*string, len(keys))
+	for i, k := range keys {
+		arg[i] = k[:n]
+	}
+	rows, err := tx.Query(ctx, w.e.Cat.SQL(sqlProbe), qs, arg, dry)
+	if err != nil {
+		return nil, fmt.Errorf("probing %d keys of %s: %w", len(keys), wk.t.Target, err)
+	}
+	defer rows.Close()
+	var out []failure
+	for rows.Next() {
+		var f failure
+		if err := rows.Scan(&f.key, &f.state, &f.msg); err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("probing %d keys of %s: %w", len(keys), wk.t.Target, err)
+	}
+	return out, nil
+}
+
+// applyCareful applies a work under a savepoint; a row error is diagnosed
+// key by key instead of failing the page.
+func (w *Worker) applyCareful(ctx context.Context, tx pgx.Tx, wk *work) error {
+	if _, err := tx.Exec(ctx, "SAVEPOINT trellis_transform"); err != nil {
+		return err
+	}
+	err := wk.apply(ctx, tx)
+	if err == nil {
+		_, err = tx.Exec(ctx, "RELEASE SAVEPOINT trellis_transform")
+		return err
+	}
+	if !RowError(err) || wk.resync || wk.skip {
+		return err
+	}
+	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT trellis_transform"); err != nil {
+		return err
+	}
+	return w.diagnose(ctx, tx, wk)
+}
+
+// diagnose applies a work's keys one by one, poisoning the keys that fail as
+// a whole and quarantining the columns that fail on a row.
+func (w *Worker) diagnose(ctx context.Context, tx pgx.Tx, wk *work) error {
+	pl := wk.plan
+	fails, err := w.probe(ctx, tx, wk, pl, wk.keyList(), false)
+	if err != nil || len(fails) == 0 {
+		return err
+	}
+	poison := map[string]failure{}
+	var open [][]*string
+	first := map[string]failure{}
+	for _, f := range fails {
+		k := RenderKey(f.key)
+		first[k] = f
+		if constraintState(f.state) {
+			poison[k] = f
+		} else {
+			open = append(open, f.key)
+		}
+	}
+	// A key that fails with no column evaluated fails as a whole.
+	none := withPaused(pl, func(plan.Column) bool { return true })
+	whole, err := w.probe(ctx, tx, wk, none, open, true)
+	if err != nil {
+		return err
+	}
+	for _, f := range whole {
+		poison[RenderKey(f.key)] = first[RenderKey(f.key)]
+	}
+	open = slices.DeleteFunc(open, func(k []*string) bool { _, ok := poison[RenderKey(k)]; return ok })
+	// Which columns fail on which of the remaining keys.
+	quarantined := map[string][]failure{}
+	explained := map[string]bool{}
+	for _, c := range pl.Spec.Columns {
+		if c.Paused || len(open) == 0 {
+			continue
+		}
+		only := withPaused(pl, func(x plan.Column) bool { return x.Name != c.Name })
+		fs, err := w.probe(ctx, tx, wk, only, open, true)
+		if err != nil {
+			return err
+		}
+		for _, f := range fs {
+			if constraintState(f.state) {
+				continue
+			}
+			quarantined[c.Name] = append(quarantined[c.Name], f)
+			explained[RenderKey(f.key)] = true
+		}
+	}
+	var retry [][]*string
+	for _, k := range open {
+		if explained[RenderKey(k)] {
+			retry = append(retry, k)
+		} else {
+			poison[RenderKey(k)] = first[RenderKey(k)]
+		}
+	}
+	if len(quarantined) > 0 {
+		if err := w.quarantineColumns(ctx, tx, wk, quarantined); err != nil {
+			return err
+		}
+		wk.plan = withPaused(pl, func(c plan.Column) bool { return c.Paused || quarantined[c.Name] != nil })
+		fs, err := w.probe(ctx, tx, wk, wk.plan, retry, false)
+		if err != nil {
+			return err
+		}
+		for _, f := range fs {
+			poison[RenderKey(f.key)] = f
+		}
+	}
+	if len(poison) == 0 {
+		return nil
+	}
+	var held []failure
+	for _, f := range poison {
+		held = append(held, f)
+	}
+	return w.recordRows(ctx, tx, wk, "", held, true)
+}
+
+// quarantineColumns pauses columns of a transform that failed on rows and
+// keeps the rows as samples.
+func (w *Worker) quarantineColumns(ctx context.Context, tx pgx.Tx, wk *work, cols map[string][]failure) error {
+	for name, fs := range cols {
+		i := slices.IndexFunc(wk.t.Spec.Columns, func(c plan.Column) bool { return c.Name == name })
+		if i < 0 {
+			continue
+		}
+		if _, err := tx.Exec(ctx, w.e.Cat.SQL(sqlQuarantineColumn), wk.t.ID, fmt.Sprint(i), name, fs[0].msg, fs[0].state); err != nil {
+			return fmt.Errorf("quarantining %s.%s: %w", wk.t.Target.Name, name, err)
+		}
+		if err := w.recordRows(ctx, tx, wk, name, fs, false); err != nil {
+			return err
+		}
+		w.e.Logger.Warn("a column failed on some rows and is quarantined; the other columns keep applying",
+			"target", wk.t.Target.String(), "column", name, "rows", len(fs), "error", fs[0].msg)
+	}
+	return w.e.Cat.BumpGen(ctx, tx)
+}
+
+// recordRows keeps quarantined rows: samples of a column, or (column "")
+// poisoned keys, which the transform holds from now on.
+func (w *Worker) recordRows(ctx context.Context, tx pgx.Tx, wk *work, column string, fs []failure, held bool) error {
+	src := wk.t.Spec.Source.Schema + "." + wk.t.Spec.Source.Table
+	b := &pgx.Batch{}
+	for _, f := range fs {
+		b.Queue(w.e.Cat.SQL(sqlQuarantineRow), wk.t.ID, column, src, RenderKey(f.key), f.key, f.msg, f.state)
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("recording quarantined rows of %s: %w", wk.t.Target, err)
+	}
+	if !held {
+		return nil
+	}
+	w.e.Logger.Warn("keys poisoned: their changes are held for this transform until released",
+		"target", wk.t.Target.String(), "keys", len(fs), "error", fs[0].msg)
+	return w.e.Cat.BumpGen(ctx, tx)
+}
+
+// dropHeld removes from the work the keys its transform holds.
+func (w *Worker) dropHeld(ctx context.Context, tx pgx.Tx, wk *work) error {
+	if len(wk.keys) == 0 {
+		return nil
+	}
+	byText := make(map[string]string, len(wk.keys))
+	texts := make([]string, 0, len(wk.keys))
+	for id, k := range wk.keys {
+		t := RenderKey(k)
+		byText[t] = id
+		texts = append(texts, t)
+	}
+	rows, err := tx.Query(ctx, w.e.Cat.SQL(sqlHeldAmong), wk.t.ID, texts)
+	if err != nil {
+		return fmt.Errorf("reading the keys %s holds: %w", wk.t.Target, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			return err
+		}
+		delete(wk.keys, byText[t])
+	}
+	return rows.Err()
+}
+
+// refreshSamples re-evaluates a transform's quarantined columns on the
+// page's keys: a fixed row leaves the samples, a row that now fails joins
+// them. The work is done and undone under a savepoint.
+func (w *Worker) refreshSamples(ctx context.Context, tx pgx.Tx, wk *work, quarantined []string) error {
+	if wk.skip || wk.resync || len(wk.keys) == 0 {
+		return nil
+	}
+	var cols []string
+	for _, c := range wk.t.Spec.Columns {
+		if c.Paused && slices.Contains(quarantined, c.Name) {
+			cols = append(cols, c.Name)
+		}
+	}
+	if len(cols) == 0 {
+		return nil
+	}
+	keys := wk.keyList()
+	texts := make([]string, len(keys))
+	for i, k := range keys {
+		texts[i] = RenderKey(k)
+	}
+	// Fast path: every row evaluates every quarantined column.
+	only := withPaused(wk.plan, func(c plan.Column) bool { return !slices.Contains(cols, c.Name) })
+	if _, err := tx.Exec(ctx, "SAVEPOINT trellis_samples"); err != nil {
+		return err
+	}
+	failed := false
+	for _, q := range wk.keyedStatements(only, keys) {
+		if _, err := tx.Exec(ctx, q, wk.keyedArgs(keys)...); err != nil {
+			if !RowError(err) {
+				return err
+			}
+			failed = true
+			break
+		}
+	}
+	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT trellis_samples"); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, w.e.Cat.SQL(sqlClearSamples), wk.t.ID, cols, texts); err != nil {
+		return err
+	}
+	if !failed {
+		return nil
+	}
+	for _, name := range cols {
+		one := withPaused(wk.plan, func(c plan.Column) bool { return c.Name != name })
+		fs, err := w.probe(ctx, tx, wk, one, keys, true)
+		if err != nil {
+			return err
+		}
+		fs = slices.DeleteFunc(fs, func(f failure) bool { return constraintState(f.state) })
+		if err := w.recordRows(ctx, tx, wk, name, fs, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Release re-derives keys a transform held (their quarantine rows already
+// deleted by the caller) from their current rows, in the caller's
+// transaction: it takes every key lock of the transform, so it waits for
+// the pages in flight on it, then applies the keys carefully. A key whose
+// cause remains is poisoned again. It returns how many were.
+func (e *Engine) Release(ctx context.Context, tx pgx.Tx, t *catalog.Transform, keys [][]*string) (int, error) {
+	w := e.NewWorker(-1, nil)
+	locks := make([]int64, 0, capture.Buckets)
+	for b := 0; b < capture.Buckets; b++ {
+		locks = append(locks, KeyLock(e.Cat.Schema, t.ID, b))
+	}
+	if err := LockKeys(ctx, tx, locks); err != nil {
+		return 0, fmt.Errorf("waiting for the pages in flight on %s: %w", t.Target, err)
+	}
+	wk := &work{t: t, plan: t.Plan(), keys: map[string][]*string{}, buckets: map[int]bool{}}
+	if err := w.buildBound(ctx, tx, wk); err != nil {
+		return 0, err
+	}
+	var before int
+	if err := tx.QueryRow(ctx, e.Cat.SQL(sqlHeldCount), t.ID).Scan(&before); err != nil {
+		return 0, err
+	}
+	for start := 0; start < len(keys); start += PageTarget {
+		clear(wk.keys)
+		for _, k := range keys[start:min(start+PageTarget, len(keys))] {
+			wk.add(k, 0)
+		}
+		if err := w.applyCareful(ctx, tx, wk); err != nil {
+			return 0, err
+		}
+	}
+	var after int
+	if err := tx.QueryRow(ctx, e.Cat.SQL(sqlHeldCount), t.ID).Scan(&after); err != nil {
+		return 0, err
+	}
+	return after - before, nil
+}

@@ -1,0 +1,320 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/trellis-pg/trellis/internal/catalog"
+	"github.com/trellis-pg/trellis/internal/errs"
+	"github.com/trellis-pg/trellis/internal/grammar"
+	"github.com/trellis-pg/trellis/internal/plan"
+)
+
+// QuarantineEntry is one quarantined or paused target: a transform or one
+// of its columns.
+type QuarantineEntry struct {
+	Address  string // "t" or "t.col"
+	State    string // catalog state; a column is "paused" or "live"
+	Since    time.Time
+	Reason   string
+	Error    string
+	SQLState string
+	Rows     int64 // a column's sample rows, a transform's held keys
+	// Held are a transform's held keys (Rows of them); OldestPoisoned is
+	// zero when it holds none.
+	OldestPoisoned time.Time
+}
+
+// Sample is one quarantined row.
+type Sample struct {
+	Transform string // schema.table
+	SrcTable  string
+	Key       string
+	Error     string
+	At        time.Time
+}
+
+// Held is how many keys a transform holds, and when the oldest was poisoned.
+type Held struct {
+	Count  int64
+	Oldest time.Time
+}
+
+// heldKeys reads a transform's held keys; nil when it holds none.
+func (e *Engine) heldKeys(ctx context.Context, q catalog.Querier, id int) (*Held, error) {
+	var h Held
+	var oldest *time.Time
+	if err := q.QueryRow(ctx, e.Cat.SQL(sqlHeldKeys), id).Scan(&h.Count, &oldest); err != nil {
+		return nil, err
+	}
+	if h.Count == 0 || oldest == nil {
+		return nil, nil
+	}
+	h.Oldest = oldest.UTC()
+	return &h, nil
+}
+
+// readTx runs fn in a read-only repeatable-read transaction, so that the
+// parts of one answer agree.
+func (e *Engine) readTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginTxFunc(ctx, e.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
+}
+
+// Quarantined lists every paused or quarantined column, every paused
+// transform and every transform holding keys, by address.
+func (e *Engine) Quarantined(ctx context.Context) ([]QuarantineEntry, error) {
+	var out []QuarantineEntry
+	err := e.readTx(ctx, func(tx pgx.Tx) error {
+		ts, _, err := e.Cat.Transforms(ctx, tx)
+		if err != nil {
+			return err
+		}
+		for _, t := range ts {
+			entries, err := e.entries(ctx, tx, t, "", true)
+			if err != nil {
+				return err
+			}
+			out = append(out, entries...)
+		}
+		return nil
+	})
+	slices.SortFunc(out, func(a, b QuarantineEntry) int { return strings.Compare(a.Address, b.Address) })
+	return out, err
+}
+
+// QuarantineStatus reports one address: a transform or one of its columns.
+func (e *Engine) QuarantineStatus(ctx context.Context, address string) (QuarantineEntry, error) {
+	var out QuarantineEntry
+	err := e.readTx(ctx, func(tx pgx.Tx) error {
+		t, col, err := e.address(ctx, tx, address)
+		if err != nil {
+			return err
+		}
+		entries, err := e.entries(ctx, tx, t, col, false)
+		if err != nil {
+			return err
+		}
+		out = entries[0]
+		return nil
+	})
+	return out, err
+}
+
+// address resolves a quarantine address ("t", "schema.t" or "t.col").
+func (e *Engine) address(ctx context.Context, tx pgx.Tx, address string) (*catalog.Transform, string, error) {
+	// An address is what RESUME TRANSFORM takes.
+	st, err := grammar.Parse("RESUME TRANSFORM " + address)
+	r, ok := st.(*grammar.Resume)
+	if err != nil || !ok || strings.ContainsAny(address, ";") {
+		return nil, "", errs.New(errs.Validation, "%q is not an address (a transform, or transform.column)", address)
+	}
+	t, col, err := e.resolveAddress(ctx, tx, r.Address, false)
+	if err != nil {
+		return nil, "", err
+	}
+	if col != "" && !slices.ContainsFunc(t.Spec.Columns, func(c plan.Column) bool { return c.Name == col }) {
+		return nil, "", errs.New(errs.NotFound, "%s has no column %s", t.Target, col)
+	}
+	return t, col, nil
+}
+
+// entries are a transform's quarantine entries: with col, that column's
+// (live or not); with onlyQuarantined, the paused columns and the
+// transform's own when it is paused or holds keys; otherwise the
+// transform's own.
+func (e *Engine) entries(ctx context.Context, tx pgx.Tx, t *catalog.Transform, col string, onlyQuarantined bool) ([]QuarantineEntry, error) {
+	var out []QuarantineEntry
+	if col != "" || onlyQuarantined {
+		quar := map[string]QuarantineEntry{}
+		rows, err := tx.Query(ctx, e.Cat.SQL(sqlQuarantinedColumns), t.ID)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var q QuarantineEntry
+			var name string
+			var state *string
+			if err := rows.Scan(&name, &q.Error, &state, &q.Since, &q.Rows); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			if state != nil {
+				q.SQLState = *state
+			}
+			quar[name] = q
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		for _, c := range t.Spec.Columns {
+			if col != "" && c.Name != col || col == "" && !c.Paused {
+				continue
+			}
+			q := quar[c.Name]
+			q.Address = t.Target.Name + "." + c.Name
+			q.State = catalog.StateLive
+			if c.Paused {
+				q.State = catalog.StatePaused
+				q.Since = q.Since.UTC()
+				q.Reason = "paused by PAUSE TRANSFORM " + q.Address
+				if q.Error != "" {
+					q.Reason = fmt.Sprintf("quarantined: the expression failed on %d row(s) (%s); fix the rows (SampleQuarantined lists them), then RESUME TRANSFORM %s", q.Rows, q.Error, q.Address)
+				}
+			} else {
+				q = QuarantineEntry{Address: q.Address, State: catalog.StateLive}
+			}
+			out = append(out, q)
+		}
+		if col != "" {
+			return out, nil
+		}
+	}
+	held, err := e.heldKeys(ctx, tx, t.ID)
+	if err != nil {
+		return nil, err
+	}
+	if onlyQuarantined && held == nil && t.State != catalog.StatePaused {
+		return out, nil
+	}
+	q := QuarantineEntry{Address: t.Target.Name, State: t.State}
+	switch {
+	case t.State == catalog.StatePaused:
+		q.Since, q.Reason, q.Error = t.StateSince.UTC(), t.PausedReason, t.FailureError
+	case held != nil:
+		q.Since = held.Oldest
+		q.Reason = fmt.Sprintf("holds %d poisoned key(s) (PoisonedSince and SampleQuarantined list them); fix their rows, then ReleaseKey each or RESUME TRANSFORM %s", held.Count, t.Target.Name)
+	}
+	if held != nil {
+		q.Rows, q.OldestPoisoned = held.Count, held.Oldest
+		if q.Error == "" {
+			_ = tx.QueryRow(ctx, e.Cat.SQL(sqlOldestHeldError), t.ID).Scan(&q.Error, &q.SQLState)
+		}
+	}
+	return append(out, q), nil
+}
+
+// SampleCursor is where a sample page ends.
+type SampleCursor struct {
+	SrcTable string
+	Key      string
+}
+
+// SampleQuarantined pages the rows quarantined under an address: a
+// column's failed rows, or a transform's held keys, by (src_table, key).
+func (e *Engine) SampleQuarantined(ctx context.Context, address string, limit int, after *SampleCursor) ([]Sample, *SampleCursor, error) {
+	var out []Sample
+	var next *SampleCursor
+	err := e.readTx(ctx, func(tx pgx.Tx) error {
+		t, col, err := e.address(ctx, tx, address)
+		if err != nil {
+			return err
+		}
+		var aTable, aKey *string
+		if after != nil {
+			aTable, aKey = &after.SrcTable, &after.Key
+		}
+		rows, err := tx.Query(ctx, e.Cat.SQL(sqlSample), t.ID, col, aTable, aKey, limit+1)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Sample, error) {
+			var s Sample
+			err := r.Scan(&s.SrcTable, &s.Key, &s.Error, &s.At)
+			s.Transform, s.At = t.Target.String(), s.At.UTC()
+			return s, err
+		})
+		if err != nil {
+			return err
+		}
+		if len(out) > limit {
+			out = out[:limit]
+			last := out[limit-1]
+			next = &SampleCursor{SrcTable: last.SrcTable, Key: last.Key}
+		}
+		return nil
+	})
+	return out, next, err
+}
+
+// PoisonedSince lists the keys poisoned after since, oldest first.
+func (e *Engine) PoisonedSince(ctx context.Context, since time.Time) ([]Sample, error) {
+	rows, err := e.Pool.Query(ctx, e.Cat.SQL(sqlPoisonedSince), since)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Sample, error) {
+		var s Sample
+		err := r.Scan(&s.Transform, &s.SrcTable, &s.Key, &s.Error, &s.At)
+		s.At = s.At.UTC()
+		return s, err
+	})
+}
+
+// ReleaseKey releases one key a transform holds and re-derives it from its
+// current row; it is poisoned again if the cause remains. The wait for the
+// pages in flight is bounded by 30 seconds.
+func (e *Engine) ReleaseKey(ctx context.Context, transform, sourceTable, key string) error {
+	return pgx.BeginFunc(ctx, e.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '30s'"); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, sqlLockDDLShared, catalog.LockKey(e.Cat.Schema, "ddl")); err != nil {
+			return lockTimeout(err, "waiting for a definition change")
+		}
+		t, err := e.Lookup(ctx, tx, transform, false)
+		if err != nil {
+			return err
+		}
+		if t == nil {
+			return errs.New(errs.NotFound, "no transform writes %s", transform)
+		}
+		var k []*string
+		err = tx.QueryRow(ctx, e.Cat.SQL(sqlReleaseKey), t.ID, sourceTable, key).Scan(&k)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errs.New(errs.NotFound, "%s holds no key %s of %s", t.Target, key, sourceTable)
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := e.Drain.Release(ctx, tx, t, [][]*string{k}); err != nil {
+			return lockTimeout(err, "waiting for the drain pages in flight on "+t.Target.String())
+		}
+		return e.Cat.BumpGen(ctx, tx)
+	})
+}
+
+// releaseAll releases every key a transform holds (RESUME TRANSFORM t).
+func (e *Engine) releaseAll(ctx context.Context, tx pgx.Tx, t *catalog.Transform) (int, error) {
+	rows, err := tx.Query(ctx, e.Cat.SQL(sqlReleaseAll), t.ID)
+	if err != nil {
+		return 0, err
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[[]*string])
+	if err != nil || len(keys) == 0 {
+		return 0, err
+	}
+	if t.State == catalog.StatePaused {
+		return len(keys), nil // the rebuild that resumes it re-derives them
+	}
+	if _, err := e.Drain.Release(ctx, tx, t, keys); err != nil {
+		return 0, err
+	}
+	return len(keys), nil
+}
+
+// lockTimeout turns a lock timeout into CodeTimeout.
+func lockTimeout(err error, what string) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "55P03" {
+		return errs.New(errs.Timeout, "%s took longer than the lock timeout; nothing changed, try again", what)
+	}
+	return err
+}
