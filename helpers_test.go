@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,12 +137,18 @@ func (e *env) rows(sql string, args ...any) [][]string {
 func (e *env) assertMatches(target, recompute string) {
 	e.t.Helper()
 	var missing, extra int
-	q := fmt.Sprintf("SELECT (SELECT count(*) FROM ((%s) EXCEPT ALL (TABLE %s)) a), (SELECT count(*) FROM ((TABLE %s) EXCEPT ALL (%s)) b)",
+	// target is a table, or a derived table "(SELECT ...) x" of some of its columns.
+	if strings.HasPrefix(target, "(") {
+		target = "(SELECT * FROM " + target + ")"
+	} else {
+		target = "TABLE " + target
+	}
+	q := fmt.Sprintf("SELECT (SELECT count(*) FROM ((%s) EXCEPT ALL (%s)) a), (SELECT count(*) FROM ((%s) EXCEPT ALL (%s)) b)",
 		recompute, target, target, recompute)
 	require.NoError(e.t, e.db.QueryRow(e.ctx, q).Scan(&missing, &extra))
 	if missing > 0 || extra > 0 {
-		lacks := e.rows(fmt.Sprintf("(%s) EXCEPT ALL (TABLE %s) LIMIT 5", recompute, target))
-		has := e.rows(fmt.Sprintf("(TABLE %s) EXCEPT ALL (%s) LIMIT 5", target, recompute))
+		lacks := e.rows(fmt.Sprintf("(%s) EXCEPT ALL (%s) LIMIT 5", recompute, target))
+		has := e.rows(fmt.Sprintf("(%s) EXCEPT ALL (%s) LIMIT 5", target, recompute))
 		e.t.Fatalf("%s differs from a fresh recompute: it lacks %d rows (e.g. %v) and has %d extra (e.g. %v)", target, missing, lacks, extra, has)
 	}
 }

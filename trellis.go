@@ -170,7 +170,8 @@ func (c *Client) startWorkers(ctx context.Context, names capture.Names) error {
 
 	if c.opts.Staging {
 		w := &staging.Worker{Pool: c.work, Cat: c.cat, Names: names, Logger: c.logger.With("service", "staging"),
-			Wake: c.bus.staging, PollInterval: max(c.opts.PollInterval, 250*time.Millisecond)}
+			Wake: c.bus.staging, PollInterval: max(c.opts.PollInterval, 250*time.Millisecond),
+			Drain: &drain.Engine{Pool: c.work, Cat: c.cat, Logger: c.logger.With("service", "staging")}}
 		c.wg.Add(1)
 		go func() { defer c.wg.Done(); c.runStaging(w) }()
 	}

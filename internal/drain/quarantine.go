@@ -170,6 +170,11 @@ func (w *Worker) applyCareful(ctx context.Context, tx pgx.Tx, wk *work) error {
 // a whole and quarantining the columns that fail on a row.
 func (w *Worker) diagnose(ctx context.Context, tx pgx.Tx, wk *work) error {
 	pl := wk.plan
+	// What fails with no key at all (a trigger on the target that refuses
+	// every statement, say) is no row's doing: the page fails as a whole.
+	if err := w.emptyRun(ctx, tx, wk); err != nil {
+		return err
+	}
 	fails, err := w.probe(ctx, tx, wk, pl, wk.keyList(), false)
 	if err != nil || len(fails) == 0 {
 		return err
@@ -245,6 +250,20 @@ func (w *Worker) diagnose(ctx context.Context, tx pgx.Tx, wk *work) error {
 		held = append(held, f)
 	}
 	return w.recordRows(ctx, tx, wk, "", held, true)
+}
+
+// emptyRun runs the work's statements for no key, and undoes them.
+func (w *Worker) emptyRun(ctx context.Context, tx pgx.Tx, wk *work) error {
+	if _, err := tx.Exec(ctx, "SAVEPOINT trellis_empty"); err != nil {
+		return err
+	}
+	for _, q := range wk.keyedStatements(wk.plan, nil) {
+		if _, err := tx.Exec(ctx, q, wk.keyedArgs(nil)...); err != nil {
+			return fmt.Errorf("applying changes to %s: %w", wk.t.Target, err)
+		}
+	}
+	_, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT trellis_empty")
+	return err
 }
 
 // quarantineColumns pauses columns of a transform that failed on rows and
@@ -376,23 +395,34 @@ func (w *Worker) refreshSamples(ctx context.Context, tx pgx.Tx, wk *work, quaran
 // deleted by the caller) from their current rows, in the caller's
 // transaction: it takes every key lock of the transform, so it waits for
 // the pages in flight on it, then applies the keys carefully. A key whose
-// cause remains is poisoned again. It returns how many were.
-func (e *Engine) Release(ctx context.Context, tx pgx.Tx, t *catalog.Transform, keys [][]*string) (int, error) {
-	w := e.NewWorker(-1, nil)
+// cause remains is poisoned again.
+func (e *Engine) Release(ctx context.Context, tx pgx.Tx, t *catalog.Transform, keys [][]*string) error {
 	locks := make([]int64, 0, capture.Buckets)
 	for b := 0; b < capture.Buckets; b++ {
 		locks = append(locks, KeyLock(e.Cat.Schema, t.ID, b))
 	}
 	if err := LockKeys(ctx, tx, locks); err != nil {
-		return 0, fmt.Errorf("waiting for the pages in flight on %s: %w", t.Target, err)
+		return fmt.Errorf("waiting for the pages in flight on %s: %w", t.Target, err)
 	}
+	return e.applyKeys(ctx, tx, t, keys, true)
+}
+
+// BuildKeys re-derives a build's keys carefully, for a build page on which
+// a row failed: the caller holds every key lock of the transform. A column
+// failing on a row is quarantined and a key failing as a whole poisoned,
+// as in the drain.
+func (e *Engine) BuildKeys(ctx context.Context, tx pgx.Tx, t *catalog.Transform, keys [][]*string) error {
+	return e.applyKeys(ctx, tx, t, keys, false)
+}
+
+func (e *Engine) applyKeys(ctx context.Context, tx pgx.Tx, t *catalog.Transform, keys [][]*string, drained bool) error {
+	w := e.NewWorker(-1, nil)
 	wk := &work{t: t, plan: t.Plan(), keys: map[string][]*string{}, buckets: map[int]bool{}}
-	if err := w.buildBound(ctx, tx, wk); err != nil {
-		return 0, err
-	}
-	var before int
-	if err := tx.QueryRow(ctx, e.Cat.SQL(sqlHeldCount), t.ID).Scan(&before); err != nil {
-		return 0, err
+	if drained {
+		// Keys past an initial build's cursor are the build's.
+		if err := w.buildBound(ctx, tx, wk); err != nil {
+			return err
+		}
 	}
 	for start := 0; start < len(keys); start += PageTarget {
 		clear(wk.keys)
@@ -400,12 +430,8 @@ func (e *Engine) Release(ctx context.Context, tx pgx.Tx, t *catalog.Transform, k
 			wk.add(k, 0)
 		}
 		if err := w.applyCareful(ctx, tx, wk); err != nil {
-			return 0, err
+			return err
 		}
 	}
-	var after int
-	if err := tx.QueryRow(ctx, e.Cat.SQL(sqlHeldCount), t.ID).Scan(&after); err != nil {
-		return 0, err
-	}
-	return after - before, nil
+	return nil
 }

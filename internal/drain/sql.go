@@ -76,8 +76,6 @@ DO UPDATE SET error = EXCLUDED.error, sqlstate = EXCLUDED.sqlstate, at = clock_t
 
 	sqlHeldAmong = `SELECT key_text FROM %[1]s.quarantine WHERE transform_id = $1 AND column_name = '' AND key_text = ANY($2::text[])`
 
-	sqlHeldCount = `SELECT count(*) FROM %[1]s.quarantine WHERE transform_id = $1 AND column_name = ''`
-
 	sqlClearSamples = `DELETE FROM %[1]s.quarantine WHERE transform_id = $1 AND column_name = ANY($2::text[]) AND key_text = ANY($3::text[])`
 
 	// The transforms holding keys, and the quarantined columns, by transform.

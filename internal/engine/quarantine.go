@@ -284,7 +284,7 @@ func (e *Engine) ReleaseKey(ctx context.Context, transform, sourceTable, key str
 		if err != nil {
 			return err
 		}
-		if _, err := e.Drain.Release(ctx, tx, t, [][]*string{k}); err != nil {
+		if err := e.Drain.Release(ctx, tx, t, [][]*string{k}); err != nil {
 			return lockTimeout(err, "waiting for the drain pages in flight on "+t.Target.String())
 		}
 		return e.Cat.BumpGen(ctx, tx)
@@ -304,7 +304,7 @@ func (e *Engine) releaseAll(ctx context.Context, tx pgx.Tx, t *catalog.Transform
 	if t.State == catalog.StatePaused {
 		return len(keys), nil // the rebuild that resumes it re-derives them
 	}
-	if _, err := e.Drain.Release(ctx, tx, t, keys); err != nil {
+	if err := e.Drain.Release(ctx, tx, t, keys); err != nil {
 		return 0, err
 	}
 	return len(keys), nil

@@ -339,3 +339,44 @@ func (p *Plan) BuildPage(hasLower, hasUpper, deleteUnbacked bool) string {
 func (p *Plan) Recount() string {
 	return fmt.Sprintf("SELECT %s FROM %s%s", p.selectList(), p.from(), p.where())
 }
+
+// BuildPageKeys lists, as text, the keys of a build page (see BuildPage for
+// the parameters): the source's keys in the range and, withTarget, the
+// target's too (a rebuild also deletes what the source no longer backs).
+// A page on which a row fails is re-derived key by key from this list.
+func (p *Plan) BuildPageKeys(hasLower, hasUpper, withTarget bool) string {
+	n := len(p.Spec.Source.KeyCols)
+	var srcConds, tConds []string
+	next := 1
+	tKey := make([]string, n)
+	for i, k := range p.Spec.Source.KeyCols {
+		tKey[i] = "t." + ident.Quote(k)
+	}
+	if hasLower {
+		srcConds = append(srcConds, keyTuple(p.srcKey())+" > "+p.cursorTuple(next))
+		tConds = append(tConds, keyTuple(tKey)+" > "+p.cursorTuple(next))
+		next += n
+	}
+	if hasUpper {
+		srcConds = append(srcConds, keyTuple(p.srcKey())+" <= "+p.cursorTuple(next))
+		tConds = append(tConds, keyTuple(tKey)+" <= "+p.cursorTuple(next))
+	}
+	texts := func(cols []string) string {
+		out := make([]string, len(cols))
+		for i, c := range cols {
+			out[i] = c + "::text"
+		}
+		return strings.Join(out, ", ")
+	}
+	where := func(conds []string) string {
+		if len(conds) == 0 {
+			return ""
+		}
+		return " WHERE " + strings.Join(conds, " AND ")
+	}
+	q := fmt.Sprintf("SELECT %s FROM %s%s", texts(p.srcKey()), p.from(), where(srcConds))
+	if withTarget {
+		q += fmt.Sprintf(" UNION SELECT %s FROM %s AS t%s", texts(tKey), p.Target.Quoted(), where(tConds))
+	}
+	return q
+}

@@ -347,3 +347,22 @@ func (p *Plan) AffectedGroups(c Changes, joinedSide bool, buckets int) string {
 	}
 	return fmt.Sprintf("WITH %s SELECT DISTINCT %s FROM (%s) AS grp(%s)", c.cte(), textWithBucket(cols, buckets), strings.Join(parts, " UNION "), strings.Join(cols, ", "))
 }
+
+// ShapeKeys lists, as text, every key a join or aggregate target can have
+// from its source's current rows: a join's FROM keys, an aggregate's groups
+// (before its WHERE, which may be what fails). A build on which a row fails
+// is re-derived key by key from this list.
+func (p *Plan) ShapeKeys() string {
+	if p.Kind() == KindJoin {
+		var cols []string
+		for _, k := range p.srcKey() {
+			cols = append(cols, k+"::text")
+		}
+		return fmt.Sprintf("SELECT %s FROM %s", strings.Join(cols, ", "), p.from())
+	}
+	var cols []string
+	for _, g := range p.Spec.GroupBy {
+		cols = append(cols, "("+g+")::text")
+	}
+	return fmt.Sprintf("SELECT DISTINCT %s FROM %s", strings.Join(cols, ", "), p.fromClause())
+}

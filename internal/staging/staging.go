@@ -42,6 +42,8 @@ type Worker struct {
 	Wake   <-chan struct{}
 	// PollInterval is how often the worker looks for work without a wake-up.
 	PollInterval time.Duration
+	// Drain re-derives, key by key, a build page on which a row failed.
+	Drain *drain.Engine
 
 	lastMaintain time.Time
 }
@@ -287,9 +289,8 @@ func (w *Worker) buildPage(ctx context.Context, id int) (*plan.Target, error) {
 				args = append(args, v)
 			}
 		}
-		var deleted, upserted int64
-		q := pl.BuildPage(!first, !last, t.BuildKind == "rebuild")
-		if err := tx.QueryRow(ctx, q, args...).Scan(&deleted, &upserted); err != nil {
+		upserted, err := w.buildRange(ctx, tx, t, !first, !last, args)
+		if err != nil {
 			return fmt.Errorf("building %s: %w", t.Target, err)
 		}
 		if last {
@@ -341,13 +342,9 @@ func (w *Worker) buildShape(ctx context.Context, tx pgx.Tx, t *catalog.Transform
 	if err := lockAll(ctx, tx, w.Cat.Schema, t.ID); err != nil {
 		return err
 	}
-	var n int64
-	for _, q := range pl.ShapeResync() {
-		tag, err := tx.Exec(ctx, q)
-		if err != nil {
-			return fmt.Errorf("building %s: %w", t.Target, err)
-		}
-		n = tag.RowsAffected()
+	n, err := w.buildWhole(ctx, tx, t)
+	if err != nil {
+		return fmt.Errorf("building %s: %w", t.Target, err)
 	}
 	if _, err := tx.Exec(ctx, w.Cat.SQL(sqlBuildDone), t.ID, n); err != nil {
 		return err
@@ -355,7 +352,7 @@ func (w *Worker) buildShape(ctx context.Context, tx pgx.Tx, t *catalog.Transform
 	if _, err := tx.Exec(ctx, w.Cat.SQL(sqlColumnBuildsDone), t.ID); err != nil {
 		return err
 	}
-	_, err := tx.Exec(ctx, w.Cat.SQL(sqlCorrectionsDone), t.ID)
+	_, err = tx.Exec(ctx, w.Cat.SQL(sqlCorrectionsDone), t.ID)
 	return err
 }
 

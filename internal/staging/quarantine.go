@@ -1,0 +1,103 @@
+package staging
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/trellis-pg/trellis/internal/catalog"
+	"github.com/trellis-pg/trellis/internal/drain"
+)
+
+// Bad data never stops a build either: a build page on which a row fails
+// is re-derived key by key, the way the drain does it (package drain,
+// quarantine.go), so a failing column is quarantined, a failing key
+// poisoned, and the build goes on.
+
+// buildRange builds one page of a projection: the keys in (lower, upper],
+// args holding the bounds. It returns the rows written.
+func (w *Worker) buildRange(ctx context.Context, tx pgx.Tx, t *catalog.Transform, hasLower, hasUpper bool, args []any) (int64, error) {
+	pl := t.Plan()
+	rebuild := t.BuildKind == "rebuild"
+	var deleted, upserted int64
+	err := w.savepoint(ctx, tx, func() error {
+		return tx.QueryRow(ctx, pl.BuildPage(hasLower, hasUpper, rebuild), args...).Scan(&deleted, &upserted)
+	})
+	if err == nil || !drain.RowError(err) {
+		return upserted, err
+	}
+	keys, err := textRows(ctx, tx, pl.BuildPageKeys(hasLower, hasUpper, rebuild), args...)
+	if err != nil {
+		return 0, fmt.Errorf("listing the keys of a build page: %w", err)
+	}
+	return int64(len(keys)), w.Drain.BuildKeys(ctx, tx, t, keys)
+}
+
+// buildWhole builds a join or aggregate: every row deleted, then what the
+// definition yields inserted. It returns the rows written.
+func (w *Worker) buildWhole(ctx context.Context, tx pgx.Tx, t *catalog.Transform) (int64, error) {
+	pl := t.Plan()
+	stmts := pl.ShapeResync()
+	var n int64
+	err := w.savepoint(ctx, tx, func() error {
+		for _, q := range stmts {
+			tag, err := tx.Exec(ctx, q)
+			if err != nil {
+				return err
+			}
+			n = tag.RowsAffected()
+		}
+		return nil
+	})
+	if err == nil || !drain.RowError(err) {
+		return n, err
+	}
+	if _, err := tx.Exec(ctx, stmts[0]); err != nil {
+		return 0, err
+	}
+	keys, err := textRows(ctx, tx, pl.ShapeKeys())
+	if err != nil {
+		return 0, fmt.Errorf("listing the keys of %s: %w", t.Target, err)
+	}
+	return int64(len(keys)), w.Drain.BuildKeys(ctx, tx, t, keys)
+}
+
+// savepoint runs fn under a savepoint, rolled back to when fn fails.
+func (w *Worker) savepoint(ctx context.Context, tx pgx.Tx, fn func() error) error {
+	if _, err := tx.Exec(ctx, "SAVEPOINT trellis_build"); err != nil {
+		return err
+	}
+	if err := fn(); err != nil {
+		if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT trellis_build"); rerr != nil {
+			return rerr
+		}
+		return err
+	}
+	_, err := tx.Exec(ctx, "RELEASE SAVEPOINT trellis_build")
+	return err
+}
+
+// textRows reads a query's rows of text values (NULL as nil).
+func textRows(ctx context.Context, tx pgx.Tx, sql string, args ...any) ([][]*string, error) {
+	rows, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out [][]*string
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			return nil, err
+		}
+		k := make([]*string, len(vals))
+		for i, v := range vals {
+			if s, ok := v.(string); ok {
+				k[i] = &s
+			}
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,325 @@
+package trellis_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/trellis-pg/trellis"
+)
+
+// waitQuarantine polls QuarantineStatus until ok says it is what the test
+// waits for.
+func (e *env) waitQuarantine(c *trellis.Client, address string, ok func(trellis.QuarantineEntry) bool) trellis.QuarantineEntry {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var last trellis.QuarantineEntry
+	for time.Now().Before(deadline) {
+		q, err := c.QuarantineStatus(e.ctx, address)
+		require.NoError(e.t, err)
+		if ok(q) {
+			return q
+		}
+		last = q
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.t.Fatalf("%s never got where the test waits; last %+v", address, last)
+	return last
+}
+
+func sampleKeys(p trellis.SamplePage) []string {
+	var out []string
+	for _, s := range p.Samples {
+		out = append(out, s.Key)
+	}
+	return out
+}
+
+func TestColumnQuarantine(t *testing.T) {
+	e := setup(t)
+	c := e.engine()
+	e.exec(`CREATE TABLE items (id int PRIMARY KEY, a int NOT NULL, b int NOT NULL)`)
+	e.exec(`INSERT INTO items SELECT g, g, 1 FROM generate_series(1, 100) g`)
+	_, err := c.Apply(e.ctx, `TRANSFORM ratios FROM items SELECT a + b AS total, a / b AS ratio`)
+	require.NoError(t, err)
+	_, err = c.Apply(e.ctx, `TRANSFORM ratio_copy FROM ratios SELECT ratio AS r`)
+	require.NoError(t, err)
+	e.waitState(c, "ratios", trellis.StateLive)
+	e.waitState(c, "ratio_copy", trellis.StateLive)
+
+	// Rows on which ratio fails: three new ones and an update.
+	e.exec(`INSERT INTO items VALUES (101, 1, 0), (102, 2, 0), (103, 3, 0), (104, 4, 4)`)
+	e.exec(`UPDATE items SET b = 0 WHERE id = 5`)
+	e.converge(c)
+
+	q := e.waitQuarantine(c, "ratios.ratio", func(q trellis.QuarantineEntry) bool { return q.State == trellis.StatePaused })
+	require.Contains(t, q.Error, "division by zero")
+	require.Equal(t, "22012", q.SQLState)
+	require.EqualValues(t, 4, q.Rows)
+	require.Contains(t, q.Reason, "RESUME TRANSFORM ratios.ratio")
+	st, err := c.Status(e.ctx, "ratios")
+	require.NoError(t, err)
+	require.Equal(t, trellis.StateLive, st.State, "the transform keeps applying its other columns")
+	require.Nil(t, st.HeldKeys)
+	e.waitState(c, "ratio_copy", trellis.StateCatchingUp)
+
+	all, err := c.Quarantined(e.ctx)
+	require.NoError(t, err)
+	require.Len(t, all, 1)
+	require.Equal(t, "ratios.ratio", all[0].Target)
+	total, err := c.QuarantineStatus(e.ctx, "ratios.total")
+	require.NoError(t, err)
+	require.Equal(t, trellis.StateLive, total.State)
+	_, err = c.QuarantineStatus(e.ctx, "ratios.nope")
+	require.Equal(t, trellis.CodeNotFound, trellis.CodeOf(err))
+
+	// The failed rows page by (table, key), through a cursor that survives
+	// its string form.
+	p1, err := c.SampleQuarantined(e.ctx, "ratios.ratio", trellis.SampleOptions{Limit: 3})
+	require.NoError(t, err)
+	require.Equal(t, []string{"101", "102", "103"}, sampleKeys(p1))
+	require.Equal(t, "public.items", p1.Samples[0].SrcTable)
+	require.Contains(t, p1.Samples[0].Error, "division by zero")
+	require.NotNil(t, p1.NextCursor)
+	cur, err := trellis.ParseCursor(p1.NextCursor.String())
+	require.NoError(t, err)
+	p2, err := c.SampleQuarantined(e.ctx, "ratios.ratio", trellis.SampleOptions{Limit: 3, After: cur})
+	require.NoError(t, err)
+	require.Equal(t, []string{"5"}, sampleKeys(p2))
+	require.Nil(t, p2.NextCursor)
+	_, err = trellis.ParseCursor("not a cursor")
+	require.Equal(t, trellis.CodeValidation, trellis.CodeOf(err))
+
+	// Every other column of those rows, and every other row, kept applying.
+	require.Equal(t, [][]string{{"5", "5"}, {"101", "1"}, {"102", "2"}, {"104", "8"}},
+		e.rows(`SELECT id, total FROM ratios WHERE id IN (5, 101, 102, 104) ORDER BY id`))
+	e.exec(`UPDATE items SET a = a + 1000 WHERE id = 10`)
+	e.converge(c)
+	require.Equal(t, [][]string{{"1011"}}, e.rows(`SELECT total FROM ratios WHERE id = 10`))
+
+	// Fixed rows leave the sample as their changes apply.
+	e.exec(`UPDATE items SET b = 1 WHERE id IN (101, 102)`)
+	e.converge(c)
+	q = e.waitQuarantine(c, "ratios.ratio", func(q trellis.QuarantineEntry) bool { return q.Rows == 2 })
+	require.Equal(t, trellis.StatePaused, q.State)
+	e.exec(`UPDATE items SET b = 1 WHERE b = 0`)
+	e.converge(c)
+	e.waitQuarantine(c, "ratios.ratio", func(q trellis.QuarantineEntry) bool { return q.Rows == 0 })
+
+	res, err := c.Apply(e.ctx, `RESUME TRANSFORM ratios.ratio`)
+	require.NoError(t, err)
+	require.Equal(t, trellis.Resumed{Addresses: []string{"ratios.ratio"}}, res)
+	e.waitState(c, "ratios", trellis.StateLive)
+	e.waitState(c, "ratio_copy", trellis.StateLive)
+	e.converge(c)
+	e.assertMatches("ratios", `SELECT id, a + b AS total, a / b AS ratio FROM items`)
+	e.assertMatches("ratio_copy", `SELECT id, ratio AS r FROM ratios`)
+	all, err = c.Quarantined(e.ctx)
+	require.NoError(t, err)
+	require.Empty(t, all)
+}
+
+func TestColumnQuarantineAgainOnResume(t *testing.T) {
+	e := setup(t)
+	c := e.engine()
+	e.exec(`CREATE TABLE items (id int PRIMARY KEY, a int NOT NULL, b int NOT NULL)`)
+	e.exec(`INSERT INTO items SELECT g, g, 1 FROM generate_series(1, 50) g`)
+	_, err := c.Apply(e.ctx, `TRANSFORM ratios FROM items SELECT a / b AS ratio, a AS a`)
+	require.NoError(t, err)
+	e.waitState(c, "ratios", trellis.StateLive)
+	e.exec(`UPDATE items SET b = 0 WHERE id = 7`)
+	e.converge(c)
+	e.waitQuarantine(c, "ratios.ratio", func(q trellis.QuarantineEntry) bool { return q.State == trellis.StatePaused })
+	// Resumed with the row still bad: the column re-derives, and the bad
+	// row quarantines it again; nothing else stops.
+	_, err = c.Apply(e.ctx, `RESUME TRANSFORM ratios.ratio`)
+	require.NoError(t, err)
+	e.waitState(c, "ratios", trellis.StateLive)
+	q := e.waitQuarantine(c, "ratios.ratio", func(q trellis.QuarantineEntry) bool { return q.State == trellis.StatePaused && q.Rows == 1 })
+	require.Contains(t, q.Error, "division by zero")
+	e.exec(`UPDATE items SET b = 2 WHERE id = 7`)
+	_, err = c.Apply(e.ctx, `RESUME TRANSFORM ratios.ratio`)
+	require.NoError(t, err)
+	e.waitState(c, "ratios", trellis.StateLive)
+	e.converge(c)
+	e.assertMatches("ratios", `SELECT id, a / b AS ratio, a AS a FROM items`)
+}
+
+func TestPoisonedKeys(t *testing.T) {
+	e := setup(t)
+	c := e.engine()
+	e.exec(`CREATE TABLE items (id int PRIMARY KEY, qty int NOT NULL)`)
+	e.exec(`INSERT INTO items SELECT g, g FROM generate_series(1, 50) g`)
+	for _, s := range []string{
+		`TRANSFORM big FROM items SELECT qty AS qty`,
+		`TRANSFORM doubled FROM items SELECT qty * 2 AS dbl`,
+		`TRANSFORM shares FROM items SELECT qty AS q WHERE 100 / qty > 0`,
+	} {
+		_, err := c.Apply(e.ctx, s)
+		require.NoError(t, err)
+	}
+	for _, n := range []string{"big", "doubled", "shares"} {
+		e.waitState(c, n, trellis.StateLive)
+	}
+	start := time.Now().Add(-time.Second)
+	// A constraint the user added to the target refuses some rows; a WHERE
+	// raises on another.
+	e.exec(`ALTER TABLE big ADD CONSTRAINT qty_small CHECK (qty < 1000)`)
+	e.exec(`INSERT INTO items VALUES (107, 5000), (108, 5000), (109, 0)`)
+	e.exec(`UPDATE items SET qty = 2000 WHERE id = 3`)
+	e.converge(c)
+
+	st, err := c.Status(e.ctx, "big")
+	require.NoError(t, err)
+	require.Equal(t, trellis.StateLive, st.State)
+	require.NotNil(t, st.HeldKeys)
+	require.EqualValues(t, 3, st.HeldKeys.Count)
+	require.False(t, st.HeldKeys.OldestPoisonedAt.IsZero())
+	st, err = c.Status(e.ctx, "shares")
+	require.NoError(t, err)
+	require.NotNil(t, st.HeldKeys)
+	require.EqualValues(t, 1, st.HeldKeys.Count)
+	// The other transforms applied every row.
+	e.assertMatches("doubled", `SELECT id, qty * 2 AS dbl FROM items`)
+	e.assertMatches("shares", `SELECT id, qty AS q FROM items WHERE qty <> 0 AND 100 / qty > 0`)
+
+	poisoned, err := c.PoisonedSince(e.ctx, start)
+	require.NoError(t, err)
+	require.Len(t, poisoned, 4)
+	byKey := map[string]trellis.PoisonEntry{}
+	for _, p := range poisoned {
+		byKey[p.Transform+" "+p.Key] = p
+	}
+	require.Contains(t, byKey["public.big 107"].Error, "qty_small")
+	require.Equal(t, "public.items", byKey["public.big 107"].SrcTable)
+	require.Contains(t, byKey["public.shares 109"].Error, "division by zero")
+	later, err := c.PoisonedSince(e.ctx, poisoned[len(poisoned)-1].PoisonedAt)
+	require.NoError(t, err)
+	require.Empty(t, later)
+	page, err := c.SampleQuarantined(e.ctx, "big", trellis.SampleOptions{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"107", "108", "3"}, sampleKeys(page))
+	all, err := c.Quarantined(e.ctx)
+	require.NoError(t, err)
+	require.Len(t, all, 2)
+	require.Equal(t, "big", all[0].Target)
+	require.EqualValues(t, 3, all[0].HeldKeys.Count)
+
+	// Later changes of a held key are held too.
+	e.exec(`UPDATE items SET qty = 7 WHERE id = 3`)
+	e.converge(c)
+	require.Equal(t, [][]string{{"3"}}, e.rows(`SELECT qty FROM big WHERE id = 3`))
+
+	// Releasing a key whose cause remains poisons it again; one not held is
+	// not found.
+	require.NoError(t, c.ReleaseKey(e.ctx, "big", "items", "107"))
+	st, err = c.Status(e.ctx, "big")
+	require.NoError(t, err)
+	require.EqualValues(t, 3, st.HeldKeys.Count)
+	err = c.ReleaseKey(e.ctx, "big", "public.items", "1")
+	require.Equal(t, trellis.CodeNotFound, trellis.CodeOf(err))
+	err = c.ReleaseKey(e.ctx, "nope", "items", "1")
+	require.Equal(t, trellis.CodeNotFound, trellis.CodeOf(err))
+
+	// Released once fixed: the key takes its current row.
+	require.NoError(t, c.ReleaseKey(e.ctx, "big", "public.items", "3"))
+	require.Equal(t, [][]string{{"7"}}, e.rows(`SELECT qty FROM big WHERE id = 3`))
+	st, err = c.Status(e.ctx, "big")
+	require.NoError(t, err)
+	require.EqualValues(t, 2, st.HeldKeys.Count)
+
+	// RESUME releases every key.
+	e.exec(`UPDATE items SET qty = 1 WHERE qty >= 1000 OR qty = 0`)
+	for _, n := range []string{"big", "shares"} {
+		res, err := c.Apply(e.ctx, `RESUME TRANSFORM `+n)
+		require.NoError(t, err)
+		require.Equal(t, trellis.Resumed{Addresses: []string{n}}, res)
+		st, err = c.Status(e.ctx, n)
+		require.NoError(t, err)
+		require.Nil(t, st.HeldKeys)
+	}
+	e.converge(c)
+	e.assertMatches("big", `SELECT id, qty FROM items`)
+	e.assertMatches("shares", `SELECT id, qty AS q FROM items WHERE 100 / qty > 0`)
+	e.assertMatches("doubled", `SELECT id, qty * 2 AS dbl FROM items`)
+	all, err = c.Quarantined(e.ctx)
+	require.NoError(t, err)
+	require.Empty(t, all)
+}
+
+// Bad rows present before a transform is defined quarantine the column in
+// its build, for every shape; the build goes on and the transform goes live.
+func TestQuarantineInBuildsAndShapes(t *testing.T) {
+	e := setup(t)
+	c := e.engine()
+	e.exec(`CREATE TABLE grps (id int PRIMARY KEY, div int NOT NULL, name text NOT NULL)`)
+	e.exec(`CREATE TABLE items (id int PRIMARY KEY, grp int NOT NULL, a int NOT NULL, b int NOT NULL)`)
+	e.exec(`CREATE INDEX ON items (grp)`)
+	e.exec(`INSERT INTO grps SELECT g, 1, 'g' || g FROM generate_series(1, 10) g`)
+	e.exec(`INSERT INTO items SELECT g, g % 10 + 1, g, 1 FROM generate_series(1, 200) g`)
+	e.exec(`UPDATE items SET b = 0 WHERE id = 33`) // group 4
+	e.exec(`UPDATE grps SET div = 0 WHERE id = 6`)
+	for _, s := range []string{
+		`TRANSFORM per_row FROM items SELECT a / b AS r, a AS a`,
+		`TRANSFORM per_grp FROM items SELECT grp AS grp, sum(a) AS total, sum(a / b) AS ratio GROUP BY grp`,
+		`TRANSFORM joined FROM items JOIN grps ON items.grp = grps.id SELECT items.id AS id, items.a / grps.div AS q, grps.name AS name`,
+	} {
+		_, err := c.Apply(e.ctx, s)
+		require.NoError(t, err)
+	}
+	for _, n := range []string{"per_row", "per_grp", "joined"} {
+		e.waitState(c, n, trellis.StateLive)
+	}
+	cases := []struct {
+		address string
+		keys    []string
+	}{
+		{"per_row.r", []string{"33"}},
+		{"per_grp.ratio", []string{"4"}},
+		{"joined.q", nil}, // every item of group 6
+	}
+	for _, tc := range cases {
+		q, err := c.QuarantineStatus(e.ctx, tc.address)
+		require.NoError(t, err)
+		require.Equal(t, trellis.StatePaused, q.State, tc.address)
+		require.Contains(t, q.Error, "division by zero", tc.address)
+		page, err := c.SampleQuarantined(e.ctx, tc.address, trellis.SampleOptions{})
+		require.NoError(t, err)
+		if tc.keys != nil {
+			require.Equal(t, tc.keys, sampleKeys(page), tc.address)
+		} else {
+			require.Len(t, page.Samples, 20, tc.address)
+		}
+	}
+	// The healthy columns are right for every row and group.
+	e.assertMatches("(SELECT id, a FROM per_row) x", `SELECT id, a FROM items`)
+	e.assertMatches("(SELECT grp, total FROM per_grp) x", `SELECT grp, sum(a) FROM items GROUP BY grp`)
+	e.assertMatches("(SELECT id, name FROM joined) x", `SELECT items.id, grps.name FROM items JOIN grps ON items.grp = grps.id`)
+
+	// Changes keep flowing to the healthy columns, on both sides of the join.
+	e.exec(`UPDATE items SET a = a + 1000 WHERE id IN (33, 35)`)
+	e.exec(`UPDATE grps SET name = 'renamed' WHERE id = 6`)
+	e.converge(c)
+	e.assertMatches("(SELECT id, a FROM per_row) x", `SELECT id, a FROM items`)
+	e.assertMatches("(SELECT grp, total FROM per_grp) x", `SELECT grp, sum(a) FROM items GROUP BY grp`)
+	e.assertMatches("(SELECT id, name FROM joined) x", `SELECT items.id, grps.name FROM items JOIN grps ON items.grp = grps.id`)
+
+	// Fixed and resumed, every target equals a fresh recompute.
+	e.exec(`UPDATE items SET b = 1 WHERE id = 33`)
+	e.exec(`UPDATE grps SET div = 2 WHERE id = 6`)
+	for _, tc := range cases {
+		_, err := c.Apply(e.ctx, `RESUME TRANSFORM `+tc.address)
+		require.NoError(t, err)
+	}
+	for _, n := range []string{"per_row", "per_grp", "joined"} {
+		e.waitState(c, n, trellis.StateLive)
+	}
+	e.converge(c)
+	e.assertMatches("per_row", `SELECT id, a / b AS r, a AS a FROM items`)
+	e.assertMatches("per_grp", `SELECT grp, sum(a) AS total, sum(a / b) AS ratio FROM items GROUP BY grp`)
+	e.assertMatches("joined", `SELECT items.id, grps.id, items.a / grps.div AS q, grps.name AS name FROM items JOIN grps ON items.grp = grps.id`)
+	all, err := c.Quarantined(e.ctx)
+	require.NoError(t, err)
+	require.Empty(t, all)
+}
