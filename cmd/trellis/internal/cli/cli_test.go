@@ -183,6 +183,14 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"worker", "--staging=false", "--drain", "0", "--url", "postgres://x"}, "nothing to run"},
 		{[]string{"demo", "--writers", "0"}, "--writers must be at least 1"},
 		{[]string{"bench", "--only", "write,bogus"}, `--only: unknown benchmark "bogus"`},
+		{[]string{"quarantined", "extra", "--url", "postgres://x"}, `unexpected argument "extra"`},
+		{[]string{"sample", "--url", "postgres://x"}, "expected one ADDRESS (transform or transform.column), got 0 arguments"},
+		{[]string{"sample", "t.c", "--limit", "0", "--url", "postgres://x"}, "--limit must be between 1 and 10000, not 0"},
+		{[]string{"sample", "t.c", "--after", "tc1:!!", "--url", "postgres://x"}, `--after: "tc1:!!" is not a Trellis sample cursor`},
+		{[]string{"poisoned", "--url", "postgres://x"}, "--since is required"},
+		{[]string{"poisoned", "--since", "yesterday", "--url", "postgres://x"}, `--since "yesterday": give an RFC 3339 time`},
+		{[]string{"poisoned", "--since", "-5m", "--url", "postgres://x"}, "a duration ago must be positive"},
+		{[]string{"release-key", "t", "items", "--url", "postgres://x"}, "expected TRANSFORM TABLE KEY, got 2 arguments"},
 	} {
 		r := runIn(ctx, "", tc.args...)
 		require.Equal(t, cli.ExitUsage, r.code, "%v: %s", tc.args, r.stderr)
@@ -192,7 +200,8 @@ func TestUsageErrors(t *testing.T) {
 	}
 	r := runIn(ctx, "", "--help")
 	require.Equal(t, cli.ExitOK, r.code)
-	for _, c := range []string{"migrate", "apply", "status", "definitions", "backfill", "worker", "demo", "bench"} {
+	for _, c := range []string{"migrate", "apply", "status", "definitions", "backfill", "worker", "demo", "bench",
+		"quarantined", "sample", "poisoned", "release-key"} {
 		require.Contains(t, r.stdout, "  "+c+" ")
 	}
 }
@@ -330,7 +339,7 @@ func TestStatus(t *testing.T) {
 	r = e.ok("status", "order_totals")
 	require.Contains(t, r.stdout, "state:      paused\n")
 	require.Contains(t, r.stdout, "paused: paused by PAUSE TRANSFORM\n")
-	require.Contains(t, r.stdout, "run RESUME TRANSFORM order_totals to resume")
+	require.Contains(t, r.stdout, "fix the cause, then run `trellis apply 'RESUME TRANSFORM order_totals'` to resume")
 	r = e.ok("status", "--json", "order_totals")
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
 	require.Equal(t, "paused by PAUSE TRANSFORM", st["paused_reason"])

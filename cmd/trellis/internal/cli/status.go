@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -36,10 +37,22 @@ with what it means and how to fix it. --json prints the same as JSON.`,
 			if st == nil {
 				return fmt.Errorf("no transform writes %s", args[0])
 			}
-			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), statusToJSON(st))
+			cols, err := quarantinedColumns(ctx, c, st.Target)
+			if err != nil {
+				return err
 			}
-			writeStatus(cmd.OutOrStdout(), g, st, time.Now())
+			var held []trellis.PoisonSample
+			if st.HeldKeys != nil && st.HeldKeys.Count > 0 {
+				page, err := c.SampleQuarantined(ctx, st.Target, trellis.SampleOptions{Limit: heldExamples})
+				if err != nil {
+					return err
+				}
+				held = page.Samples
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), statusToJSON(st, cols))
+			}
+			writeStatus(cmd.OutOrStdout(), g, st, cols, held, time.Now())
 			return nil
 		},
 	}
@@ -108,21 +121,72 @@ func ago(t, now time.Time) string {
 	return d.String() + " ago"
 }
 
+// heldExamples is how many held keys status shows, each with the command
+// that releases it.
+const heldExamples = 3
+
+// quarantinedColumns are the paused columns of the transform writing target
+// ("schema.table"). Quarantined names a column by its transform's bare name,
+// as a transform of the same name in another schema would be named too, so
+// each is confirmed through its qualified address.
+func quarantinedColumns(ctx context.Context, c *trellis.Client, target string) ([]trellis.QuarantineEntry, error) {
+	_, name, _ := strings.Cut(target, ".")
+	all, err := c.Quarantined(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []trellis.QuarantineEntry
+	for _, q := range all {
+		col, ok := strings.CutPrefix(q.Target, name+".")
+		if !ok || q.State != trellis.StatePaused {
+			continue
+		}
+		mine, err := c.QuarantineStatus(ctx, target+"."+col)
+		switch trellis.CodeOf(err) {
+		case "":
+			if err != nil {
+				return nil, err
+			}
+			if mine.State == trellis.StatePaused {
+				out = append(out, mine)
+			}
+		case trellis.CodeNotFound: // another schema's transform
+		case trellis.CodeValidation: // a name the address cannot spell: keep it
+			out = append(out, q)
+		default:
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// resumeCmd is the command line that resumes an address.
+func resumeCmd(address string) string {
+	return "`trellis apply 'RESUME TRANSFORM " + address + "'`"
+}
+
 // writeStatus prints a status for people: what it is, then each problem
-// with what it means and what to do.
-func writeStatus(w io.Writer, g *globals, st *trellis.Status, now time.Time) {
+// with what it means and what to do. cols are its quarantined columns, held
+// the first keys it holds.
+func writeStatus(w io.Writer, g *globals, st *trellis.Status, cols []trellis.QuarantineEntry, held []trellis.PoisonSample, now time.Time) {
 	name := g.bareTarget(st.Target)
+	resume := resumeCmd(name)
 	fmt.Fprintf(w, "target:     %s\n", st.Target)
 	fmt.Fprintf(w, "state:      %s\n", st.State)
 	fmt.Fprintf(w, "since:      %s (%s)\n", rfc3339(st.Since), ago(st.Since, now))
 	fmt.Fprintf(w, "statement:  %s\n", oneLine(st.Statement, 0))
+	holding := st.HeldKeys != nil && st.HeldKeys.Count > 0
 	switch st.State {
 	case trellis.StateWaitingToBackfill:
 		fmt.Fprintln(w, "  defined, not built yet: the build starts when a staging worker runs (trellis worker)")
 	case trellis.StateBackfilling:
 		fmt.Fprintf(w, "  being filled from its source: %d rows written so far\n", st.BuildRows)
 	case trellis.StateLive:
-		fmt.Fprintln(w, "  every committed change of its source is applied")
+		if holding || len(cols) > 0 {
+			fmt.Fprintln(w, "  every committed change of its source is applied, except what is quarantined below")
+		} else {
+			fmt.Fprintln(w, "  every committed change of its source is applied")
+		}
 	case trellis.StateCatchingUp:
 		fmt.Fprintln(w, "  live, but an upstream column it reads is paused: its rows may lag until that column resumes")
 	}
@@ -132,9 +196,15 @@ func writeStatus(w io.Writer, g *globals, st *trellis.Status, now time.Time) {
 		fmt.Fprintf(w, "  "+explain+"\n", args...)
 	}
 	if st.PausedReason != "" {
-		problem("paused: "+st.PausedReason,
-			"nothing is applied to %s until it is resumed; fix the cause, then run RESUME TRANSFORM %s to resume (it rebuilds the target from its source)",
-			st.Target, name)
+		fix := "fix the cause, then run " + resume + " to resume (it rebuilds the target from its source)"
+		if st.CaptureFailure != nil || st.BackfillFailure != nil {
+			fix = "what to fix is below; then run " + resume + " to resume (it rebuilds the target from its source)"
+		}
+		reason := oneLine(st.PausedReason, 0)
+		if f := st.CaptureFailure; f != nil && st.PausedReason == f.Error {
+			reason = "by the capture failure below"
+		}
+		problem("paused: "+reason, "nothing is applied to %s until it is resumed: %s", st.Target, fix)
 	}
 	if len(st.BackfillingColumns) > 0 {
 		problem("backfilling columns: "+strings.Join(st.BackfillingColumns, ", "),
@@ -146,19 +216,39 @@ func writeStatus(w io.Writer, g *globals, st *trellis.Status, now time.Time) {
 			code = " (SQLSTATE " + *d.SQLState + ")"
 		}
 		problem("drain failure: "+oneLine(d.Error, 0)+code,
-			"a page of changes to %s (segment %d) has failed %d times since %s, last at %s; it is retried with backoff and clears when a retry succeeds: fix what the error names",
+			"a page of changes to %s (segment %d) has failed %d times since %s, last at %s; it is retried with backoff and clears once a retry succeeds: fix what the error names, nothing else is needed",
 			strings.Join(d.Tables, ", "), d.SegSeq, d.Attempts, rfc3339(d.Since), rfc3339(d.LastSeen))
 	}
-	if h := st.HeldKeys; h != nil && h.Count > 0 {
-		problem(fmt.Sprintf("held keys: %d", h.Count),
-			"source rows whose changes failed as a whole are held in quarantine (the oldest poisoned at %s); their later changes wait: fix the rows, then release them or run RESUME TRANSFORM %s",
-			rfc3339(h.OldestPoisonedAt), name)
+	if holding {
+		h := st.HeldKeys
+		problem(fmt.Sprintf("held keys: %s held since %s", plural(h.Count, "key"), rfc3339(h.OldestPoisonedAt)),
+			"changes of these source keys failed as a whole, so the keys are held and their later changes wait (every other key keeps applying): "+
+				"list them with `trellis sample %s`, fix the rows, then `trellis release-key %s TABLE KEY` for each, or %s to release them all",
+			name, name, resume)
+		for _, s := range held {
+			fmt.Fprintf(w, "  trellis release-key %s %s %s   # %s\n", name, s.SrcTable, shellWord(s.Key), oneLine(s.Error, 100))
+		}
+		if int64(len(held)) < h.Count && len(held) > 0 {
+			fmt.Fprintf(w, "  ... and %d more\n", h.Count-int64(len(held)))
+		}
+	}
+	for _, q := range cols {
+		_, col, _ := strings.Cut(q.Target, ".")
+		addr := name + "." + col
+		if q.Error == "" {
+			problem(fmt.Sprintf("paused column: %s since %s (PAUSE TRANSFORM)", addr, rfc3339(q.Since)),
+				"the column is not updated while the others keep applying: %s re-derives it", resumeCmd(addr))
+			continue
+		}
+		problem(fmt.Sprintf("quarantined column: %s since %s: its expression failed on %s: %s", addr, rfc3339(q.Since), plural(q.Rows, "row"), oneLine(q.Error, 0)),
+			"the column is not updated while the others keep applying: list the rows with `trellis sample %s`, fix them (each leaves the sample once its change applies), then %s re-derives the column",
+			addr, resumeCmd(addr))
 	}
 	if len(st.PausedUpstreamColumns) > 0 {
 		problem("paused upstream columns: "+strings.Join(st.PausedUpstreamColumns, ", "),
-			"columns this transform reads from another transform's target are paused, so it is catching_up: it stays live, but the rows it derives from them lag until they resume, and it is live again once they have")
+			"columns this transform reads from another transform's target are paused, so it is catching_up: the rows it derives from them lag until they resume, then it is live again")
 		for _, addr := range st.PausedUpstreamColumns {
-			fmt.Fprintf(w, "  resume %s with RESUME TRANSFORM %s once its cause is fixed\n", addr, addr)
+			fmt.Fprintf(w, "  %s: `trellis sample %s` lists the rows it failed on, if any; once its cause is fixed, %s\n", addr, addr, resumeCmd(addr))
 		}
 	}
 	for i, gap := range st.SourceIndexGaps {
@@ -187,45 +277,71 @@ func writeStatus(w io.Writer, g *globals, st *trellis.Status, now time.Time) {
 		var fix string
 		switch f.Kind {
 		case trellis.CaptureFailureDisruption:
-			fix = "the capture triggers on the source were changed outside Trellis (disabled, dropped or replaced), so writes may have been missed: run RESUME TRANSFORM " + name + " to reinstall capture and rebuild the target"
+			fix = fmt.Sprintf("capture on %s was disabled, dropped or replaced outside Trellis, so rows written meanwhile never reached the target: %s reinstalls capture and rebuilds the target",
+				f.SourceTable, resume)
 		case trellis.CaptureFailureHalt:
-			fix = "applying changes to the target halted: fix the cause the error names, then run RESUME TRANSFORM " + name
+			fix = fmt.Sprintf("the target was changed outside Trellis, so applying to it stopped: undo that change to %s, or DROP TRANSFORM %s and define it again; then %s (it rebuilds the target)",
+				st.Target, name, resume)
 		default:
-			fix = "capturing changes of the source failed: fix the cause the error names, then run RESUME TRANSFORM " + name
+			what := "columns it reads"
+			if len(f.Columns) > 0 {
+				what = strings.Join(f.Columns, ", ")
+			}
+			fix = fmt.Sprintf("%s lost %s, which the definition reads (a column dropped, or its primary key): add it back on %s, then %s; or DROP TRANSFORM %s and define it again without it",
+				f.SourceTable, what, f.SourceTable, resume, name)
 		}
 		problem(fmt.Sprintf("capture failure (%s) on %s%s since %s: %s", f.Kind, f.SourceTable, cols, rfc3339(f.DetectedAt), oneLine(f.Error, 0)), "%s", fix)
 	}
 	if cw := st.CaptureWait; cw != nil {
 		problem(fmt.Sprintf("capture waits for a lock: %s on %s needs %s since %s", cw.Operation, cw.Table, cw.LockMode, rfc3339(cw.Since)),
-			"other sessions hold or queue for a conflicting lock; nothing cancels them, the wait ends when they finish. Blocking: %s",
-			strings.Join(cw.Blockers, "; "))
+			"the sessions below hold or queue for a conflicting lock; Trellis retries with a short lock_timeout (the table's writers do not wait on it) and never cancels them: "+
+				"the wait ends when they finish, or when you cancel them (SELECT pg_cancel_backend(pid); pg_terminate_backend(pid) for one idle in transaction)")
+		if len(cw.Blockers) == 0 {
+			fmt.Fprintln(w, "  blocking: none right now (the next retry should succeed)")
+		}
+		for _, b := range cw.Blockers {
+			fmt.Fprintf(w, "  blocking: %s\n", oneLine(b, 0))
+		}
 	}
 	if b := st.BackfillFailure; b != nil {
-		problem(fmt.Sprintf("backfill failure: %d attempts, last error: %s", b.Attempts, oneLine(b.LastError, 0)),
-			"the build keeps failing; it is tried again at %s (if the transform paused, that is when it did): fix the cause, then run RESUME TRANSFORM %s",
-			rfc3339(b.NextAttemptAt), name)
+		title := fmt.Sprintf("backfill failure: %d attempts, last error: %s", b.Attempts, oneLine(b.LastError, 0))
+		if st.State == trellis.StatePaused {
+			problem(title, "the build kept failing, so the transform paused: fix the cause the error names, then %s builds it again", resume)
+		} else {
+			problem(title, "the build keeps failing; the next attempt is at %s, and repeated failures pause the transform: fix the cause the error names (if it paused, then %s)",
+				rfc3339(b.NextAttemptAt), resume)
+		}
 	}
+}
+
+// shellWord quotes s for a shell command line when it needs it.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/@+=,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // The JSON forms of the public types, with snake_case names. Lists are
 // always arrays, absent objects null.
 
 type statusJSON struct {
-	Target                string               `json:"target"`
-	State                 string               `json:"state"`
-	Since                 time.Time            `json:"since"`
-	Statement             string               `json:"statement"`
-	PausedReason          *string              `json:"paused_reason"`
-	BackfillingColumns    []string             `json:"backfilling_columns"`
-	BuildRows             int64                `json:"build_rows"`
-	HeldKeys              *heldKeysJSON        `json:"held_keys"`
-	DrainFailure          *drainFailureJSON    `json:"drain_failure"`
-	PausedUpstreamColumns []string             `json:"paused_upstream_columns"`
-	SourceIndexGaps       []sourceIndexGapJSON `json:"source_index_gaps"`
-	Correcting            []correctingNodeJSON `json:"correcting"`
-	CaptureFailure        *captureFailureJSON  `json:"capture_failure"`
-	CaptureWait           *captureWaitJSON     `json:"capture_wait"`
-	BackfillFailure       *backfillFailureJSON `json:"backfill_failure"`
+	Target                string                `json:"target"`
+	State                 string                `json:"state"`
+	Since                 time.Time             `json:"since"`
+	Statement             string                `json:"statement"`
+	PausedReason          *string               `json:"paused_reason"`
+	BackfillingColumns    []string              `json:"backfilling_columns"`
+	BuildRows             int64                 `json:"build_rows"`
+	HeldKeys              *heldKeysJSON         `json:"held_keys"`
+	DrainFailure          *drainFailureJSON     `json:"drain_failure"`
+	PausedUpstreamColumns []string              `json:"paused_upstream_columns"`
+	SourceIndexGaps       []sourceIndexGapJSON  `json:"source_index_gaps"`
+	Correcting            []correctingNodeJSON  `json:"correcting"`
+	CaptureFailure        *captureFailureJSON   `json:"capture_failure"`
+	CaptureWait           *captureWaitJSON      `json:"capture_wait"`
+	BackfillFailure       *backfillFailureJSON  `json:"backfill_failure"`
+	QuarantinedColumns    []quarantineEntryJSON `json:"quarantined_columns"`
 }
 
 type heldKeysJSON struct {
@@ -296,7 +412,7 @@ func list[T any](s []T) []T {
 	return s
 }
 
-func statusToJSON(st *trellis.Status) statusJSON {
+func statusToJSON(st *trellis.Status, cols []trellis.QuarantineEntry) statusJSON {
 	out := statusJSON{
 		Target:                st.Target,
 		State:                 string(st.State),
@@ -307,6 +423,10 @@ func statusToJSON(st *trellis.Status) statusJSON {
 		PausedUpstreamColumns: list(st.PausedUpstreamColumns),
 		SourceIndexGaps:       []sourceIndexGapJSON{},
 		Correcting:            []correctingNodeJSON{},
+		QuarantinedColumns:    []quarantineEntryJSON{},
+	}
+	for _, q := range cols {
+		out.QuarantinedColumns = append(out.QuarantinedColumns, quarantineToJSON(q))
 	}
 	if st.PausedReason != "" {
 		r := st.PausedReason
