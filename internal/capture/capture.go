@@ -108,6 +108,22 @@ func (n Names) FunctionSQL(s Source) string {
 		}
 		return "ARRAY[" + strings.Join(parts, ", ") + "]"
 	}
+	// Captured columns that are no longer recorded (dropped from the
+	// table) keep their place in the ledger's vals, as NULL.
+	renderCaps := func(alias string) string {
+		if len(s.CapCols) == 0 {
+			return "NULL::text[]"
+		}
+		parts := make([]string, len(s.CapCols))
+		for i, k := range s.CapCols {
+			if i < len(s.CapTypes) && IsUnrecorded(s.CapTypes[i]) {
+				parts[i] = "NULL::text"
+				continue
+			}
+			parts[i] = alias + "." + ident.Quote(k) + "::text"
+		}
+		return "ARRAY[" + strings.Join(parts, ", ") + "]"
+	}
 	seg := fmt.Sprintf("(SELECT r.cur FROM %s.ring r)", cat)
 	head := fmt.Sprintf(`CREATE OR REPLACE FUNCTION %s.%s() RETURNS trigger
 LANGUAGE plpgsql SECURITY INVOKER
@@ -139,11 +155,11 @@ $trellis$`
   ELSE
     %s
   END IF;
-`, row("NEW", "NULL::text[]"), row("OLD", render("OLD", s.CapCols)), strings.Join(same, " AND "), row("NEW", "NULL::text[]"),
-			row("OLD", render("OLD", s.CapCols)), truncate) + tail
+`, row("NEW", "NULL::text[]"), row("OLD", renderCaps("OLD")), strings.Join(same, " AND "), row("NEW", "NULL::text[]"),
+			row("OLD", renderCaps("OLD")), truncate) + tail
 	}
 	newRows := "SELECT " + render("nw", s.KeyCols) + ", NULL::text[] FROM trellis_new nw"
-	oldRows := "SELECT " + render("od", s.KeyCols) + ", " + render("od", s.CapCols) + " FROM trellis_old od"
+	oldRows := "SELECT " + render("od", s.KeyCols) + ", " + renderCaps("od") + " FROM trellis_old od"
 	// An update records every old row (its key, and old values when a
 	// reader needs them), and a new row only when its key changed.
 	var match []string

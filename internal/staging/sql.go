@@ -45,16 +45,87 @@ SELECT r.id, n FROM r, unnest($2::text[]) n ON CONFLICT DO NOTHING`
 	sqlDeleteSource    = `DELETE FROM %[1]s.sources s WHERE id = $1
   AND NOT EXISTS (SELECT 1 FROM %[1]s.transform_sources ts WHERE ts.source_id = s.id)`
 
-	// Transforms with a build to run whose sources are all captured.
+	// Transforms with a build to run whose sources are all captured,
+	// recording every column whose old values the transform needs ($1 is
+	// the mark of a captured column no longer recorded: one that was
+	// dropped, and is recorded again once it is back).
 	sqlBuildable = `
 SELECT t.id FROM %[1]s.transforms t
 WHERE t.state IN ('waiting_to_backfill', 'backfilling')
   AND (t.build_next_at IS NULL OR t.build_next_at <= clock_timestamp())
   AND NOT EXISTS (SELECT 1 FROM %[1]s.transform_sources ts JOIN %[1]s.sources s ON s.id = ts.source_id
                   WHERE ts.transform_id = t.id AND s.capture_state <> 'installed')
+  AND NOT EXISTS (
+      SELECT 1 FROM %[1]s.transform_sources ts JOIN %[1]s.sources s ON s.id = ts.source_id
+      CROSS JOIN LATERAL unnest(s.cap_columns, s.cap_types) AS cc(col, typ)
+      WHERE ts.transform_id = t.id AND right(cc.typ, length($1)) = $1
+        AND ((t.spec->'source'->>'id')::int = s.id AND coalesce(t.spec->'source'->'needs', '[]') ? cc.col
+          OR (t.spec->'join'->'source'->>'id')::int = s.id AND coalesce(t.spec->'join'->'source'->'needs', '[]') ? cc.col))
 ORDER BY t.id`
 
 	sqlLockShared = `SELECT pg_advisory_xact_lock_shared($1)`
+
+	// Sources whose table has lost a column or the primary key capture or
+	// its readers rely on, or has a dropped captured column back ($1 is the
+	// mark of a captured column no longer recorded). readers are the
+	// transforms to check (MissingReads): those reading it that are not
+	// paused, or paused by a halt (a halt a dropped column caused is
+	// reported as the capture failure it is). refit says capture itself no
+	// longer fits the table. A table that is gone is the disruption check's.
+	sqlReadsCheck = `
+WITH s AS (
+  SELECT s.*, to_regclass(format('%%I.%%I', s.schema_name, s.table_name)) AS rel
+  FROM %[1]s.sources s
+  WHERE s.capture_state = 'installed' AND s.disrupted_at IS NULL
+), x AS (
+  SELECT s.id, s.key_columns, s.cap_columns, s.cap_types, a.names,
+         coalesce(pk.cols, '{}') <> (SELECT coalesce(array_agg(k ORDER BY k), '{}') FROM unnest(s.key_columns) k) AS unkeyed,
+         coalesce((SELECT array_agg(t.id ORDER BY t.id)
+                   FROM %[1]s.transform_sources ts JOIN %[1]s.transforms t ON t.id = ts.transform_id
+                   WHERE ts.source_id = s.id AND (t.state <> 'paused' OR t.failure_kind = 'halt')), '{}') AS readers,
+         EXISTS (SELECT 1 FROM %[1]s.transform_sources ts JOIN %[1]s.transforms t ON t.id = ts.transform_id
+                 CROSS JOIN LATERAL jsonb_array_elements_text(
+                     CASE WHEN (t.spec->'source'->>'id')::int = s.id THEN coalesce(t.spec->'reads', '[]') ELSE '[]' END ||
+                     CASE WHEN (t.spec->'join'->'source'->>'id')::int = s.id THEN coalesce(t.spec->'join'->'source'->'reads', '[]') ELSE '[]' END) AS r(col)
+                 WHERE ts.source_id = s.id AND (t.state <> 'paused' OR t.failure_kind = 'halt') AND r.col <> ALL (a.names)) AS unread
+  FROM s
+  CROSS JOIN LATERAL (SELECT coalesce(array_agg(attname::text), '{}') FROM pg_attribute
+                      WHERE attrelid = s.rel AND NOT attisdropped) AS a(names)
+  LEFT JOIN LATERAL (SELECT array_agg(at.attname::text ORDER BY at.attname)
+                     FROM pg_index i JOIN pg_attribute at ON at.attrelid = i.indrelid AND at.attnum = ANY (i.indkey)
+                     WHERE i.indrelid = s.rel AND i.indisprimary) AS pk(cols) ON true
+  WHERE s.rel IS NOT NULL
+)
+SELECT id, CASE WHEN unkeyed OR unread THEN readers ELSE '{}' END, refit FROM (
+  SELECT x.*,
+         EXISTS (SELECT 1 FROM unnest(key_columns) k WHERE k <> ALL (names))
+         OR EXISTS (SELECT 1 FROM unnest(cap_columns, cap_types) AS c(col, typ)
+                    WHERE (right(typ, length($1)) = $1) = (col = ANY (names))) AS refit
+  FROM x) y
+WHERE (readers <> '{}' AND (unkeyed OR unread)) OR refit
+ORDER BY id`
+
+	// A source to fix, locked, with the current columns of its table and
+	// their types.
+	sqlSourceToFix = `
+SELECT s.id, s.schema_name, s.table_name, s.key_columns, s.key_types, s.cap_columns, s.cap_types, s.partitioned, s.partitions,
+       coalesce(a.names, '{}'), coalesce(a.types, '{}')
+FROM %[1]s.sources s
+LEFT JOIN LATERAL (SELECT array_agg(attname::text ORDER BY attnum), array_agg(format_type(atttypid, atttypmod) ORDER BY attnum)
+                   FROM pg_attribute
+                   WHERE attrelid = to_regclass(format('%%I.%%I', s.schema_name, s.table_name)) AND attnum > 0 AND NOT attisdropped) AS a(names, types) ON true
+WHERE s.id = $1 AND s.capture_state = 'installed' AND s.disrupted_at IS NULL
+FOR UPDATE OF s`
+
+	// A transform paused with a capture failure of kind capture: a source
+	// column it reads was dropped, or its source lost its primary key.
+	sqlCaptureFailure = `
+UPDATE %[1]s.transforms SET state = 'paused', state_since = clock_timestamp(), paused_reason = $4,
+    failure_kind = 'capture', failure_table = $2, failure_columns = $3, failure_error = $4, failure_at = clock_timestamp()
+WHERE id = $1 AND (state <> 'paused' OR failure_kind = 'halt')`
+
+	sqlSetCapTypes = `UPDATE %[1]s.sources SET cap_types = $2 WHERE id = $1`
+	sqlSetRemoved  = `UPDATE %[1]s.sources SET disrupted_at = clock_timestamp(), disruption = $2 WHERE id = $1`
 
 	sqlBuildProgress = `
 UPDATE %[1]s.transforms SET build_cursor = $2, build_rows = build_rows + $3,

@@ -208,7 +208,7 @@ func (w *Worker) removeOrphans(ctx context.Context) error {
 
 // buildStep runs one build page of each transform that has a build to run.
 func (w *Worker) buildStep(ctx context.Context) (bool, error) {
-	rows, err := w.Pool.Query(ctx, w.Cat.SQL(sqlBuildable))
+	rows, err := w.Pool.Query(ctx, w.Cat.SQL(sqlBuildable), capture.UnrecordedMark())
 	if err != nil {
 		return false, fmt.Errorf("listing builds: %w", err)
 	}
@@ -462,22 +462,56 @@ func (w *Worker) recordWait(ctx context.Context, s capture.Source, attempt int) 
 }
 
 // detectDisruptions pauses the readers of sources whose capture was
-// changed outside Trellis.
+// changed outside Trellis, and (checkReads) those reading a source column
+// that was dropped or a source that lost its primary key; then it fits
+// capture to the columns its tables still have (fixCapture).
 func (w *Worker) detectDisruptions(ctx context.Context) error {
-	return pgx.BeginFunc(ctx, w.Pool, func(tx pgx.Tx) error {
+	var fix []int
+	err := pgx.BeginFunc(ctx, w.Pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", catalog.LockKey(w.Cat.Schema, "ddl")); err != nil {
 			return err
 		}
 		found, err := w.Names.Detect(ctx, tx)
-		if err != nil || len(found) == 0 {
+		if err != nil {
 			return err
 		}
 		for _, d := range found {
 			w.Logger.Error("capture was changed outside Trellis; its readers are paused until RESUME", "table", d.Table, "reason", d.Reason)
 		}
-		_, err = tx.Exec(ctx, w.Cat.SQL(sqlBumpGen))
-		return err
+		if len(found) > 0 {
+			if _, err := tx.Exec(ctx, w.Cat.SQL(sqlBumpGen)); err != nil {
+				return err
+			}
+		}
+		// A failing column check does not undo the disruptions found.
+		sp, err := tx.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		fix, _, err = w.checkReads(ctx, sp)
+		if err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			w.Logger.Warn("checking the source columns definitions read failed", "error", err)
+			fix = nil
+			return sp.Rollback(ctx)
+		}
+		return sp.Commit(ctx)
 	})
+	if err != nil {
+		return err
+	}
+	var firstErr error
+	for _, id := range fix {
+		err := w.fixCapture(ctx, id)
+		if capture.IsLockTimeout(err) {
+			w.Logger.Info("fitting capture to a table's columns waits for a lock on it; it is tried again on the next pass", "source_id", id)
+			continue
+		}
+		firstErr = cmp.Or(firstErr, err)
+	}
+	return firstErr
 }
 
 // maintainRing rotates the current segment, reclaims drained segments and
