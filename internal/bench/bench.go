@@ -479,6 +479,17 @@ func (e *env) define(ctx context.Context, c *trellis.Client) (time.Duration, err
 		}
 		return 0, fmt.Errorf("the status of %s lists source indexes it needs: %s", target, strings.Join(gaps, " "))
 	}
+	if e.shape.name == Quarantine {
+		bare := target[strings.LastIndexByte(target, '.')+1:]
+		q, err := c.QuarantineStatus(ctx, bare+".r")
+		if err != nil {
+			return 0, err
+		}
+		if q.State != trellis.StatePaused {
+			return 0, fmt.Errorf("the quarantine shape's column %s.r was not quarantined by its build: %+v", bare, q)
+		}
+		e.logf("%s.r is quarantined on %d rows; the benchmarks measure the healthy column v", bare, q.Rows)
+	}
 	// Analyse the new target, as autovacuum would within a minute: without
 	// statistics the drain's recompute can pick a plan that reads the whole
 	// target (see the package's report). The benchmarks measure the steady

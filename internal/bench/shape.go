@@ -20,10 +20,15 @@ const (
 	// indexed; TRANSFORM bench_tgt FROM bench_src s JOIN bench_customers c
 	// ON c.id = s.customer_id SELECT s.id AS id, c.region AS region, s.v AS v.
 	Join = "join"
+	// Quarantine: a projection with a quarantined column. bench_src(id, v,
+	// d, filler), d = 0 on every 1,000th row, 1 elsewhere; TRANSFORM
+	// bench_tgt FROM bench_src SELECT v AS v, 100 / d AS r. The build
+	// quarantines r; the benchmarks measure the healthy column v.
+	Quarantine = "quarantine"
 )
 
 // Shapes lists every shape; the first is the default.
-var Shapes = []string{Projection, GroupBy, Join}
+var Shapes = []string{Projection, GroupBy, Join, Quarantine}
 
 const (
 	shapeGroups    = 10_000 // groups of the groupby shape
@@ -61,6 +66,13 @@ func shapeOf(name string) shape {
 			keys:       []string{"id", "c_id"}, vals: []string{"region", "v"},
 			pollKey: "id", pollVal: "v",
 		}
+	case Quarantine:
+		return shape{
+			name:       Quarantine,
+			definition: "SELECT id, v FROM %[1]s",
+			keys:       []string{"id"}, vals: []string{"v"},
+			pollKey: "id", pollVal: "v",
+		}
 	default:
 		return shape{
 			name:       Projection,
@@ -79,6 +91,8 @@ func (e *env) transform() string {
 		return fmt.Sprintf("TRANSFORM %s FROM %s SELECT grp AS grp, sum(v) AS total, count(*) AS n GROUP BY grp", tgt, src)
 	case Join:
 		return fmt.Sprintf("TRANSFORM %s FROM %s s JOIN %s c ON c.id = s.customer_id SELECT s.id AS id, c.region AS region, s.v AS v", tgt, src, cust)
+	case Quarantine:
+		return fmt.Sprintf("TRANSFORM %s FROM %s SELECT v AS v, 100 / d AS r", tgt, src)
 	default:
 		return fmt.Sprintf("TRANSFORM %s FROM %s SELECT v AS v", tgt, src)
 	}
@@ -116,6 +130,13 @@ func (e *env) createSource(ctx context.Context, rows int) error {
 			fmt.Sprintf("INSERT INTO %s SELECT g, g %% %d + 1, 0, repeat('x', %d) FROM generate_series(1, %d) g", src, shapeCustomers, fillerWidth, rows),
 			fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (id)", src),
 			fmt.Sprintf("CREATE INDEX ON %s (customer_id)", src),
+			fmt.Sprintf("VACUUM (ANALYZE) %s", src),
+		}
+	case Quarantine:
+		qs = []string{
+			fmt.Sprintf("CREATE TABLE %s (id bigint NOT NULL, v int NOT NULL, d int NOT NULL, filler text)", src),
+			fmt.Sprintf("INSERT INTO %s SELECT g, 0, (g %% 1000 <> 0)::int, repeat('x', %d) FROM generate_series(1, %d) g", src, fillerWidth, rows),
+			fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (id)", src),
 			fmt.Sprintf("VACUUM (ANALYZE) %s", src),
 		}
 	default:

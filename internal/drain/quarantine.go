@@ -340,7 +340,7 @@ func (w *Worker) refreshSamples(ctx context.Context, tx pgx.Tx, wk *work, quaran
 		return nil
 	}
 	var cols []string
-	for _, c := range wk.t.Spec.Columns {
+	for _, c := range wk.plan.Spec.Columns {
 		if c.Paused && slices.Contains(quarantined, c.Name) {
 			cols = append(cols, c.Name)
 		}
@@ -432,6 +432,45 @@ func (e *Engine) applyKeys(ctx context.Context, tx pgx.Tx, t *catalog.Transform,
 		if err := w.applyCareful(ctx, tx, wk); err != nil {
 			return err
 		}
+		// A column quarantined by an earlier chunk still samples this one.
+		cols, err := e.QuarantinedColumns(ctx, tx, t.ID)
+		if err != nil {
+			return err
+		}
+		if err := w.refreshSamples(ctx, tx, wk, cols); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// QuarantinedColumns are the columns of a transform quarantined on bad
+// rows (not those paused by PAUSE TRANSFORM).
+func (e *Engine) QuarantinedColumns(ctx context.Context, q pgx.Tx, id int) ([]string, error) {
+	var cols []string
+	err := q.QueryRow(ctx, e.Cat.SQL(sqlQuarantinedOf), id).Scan(&cols)
+	return cols, err
+}
+
+// SampleKeys re-evaluates quarantined columns of a transform on keys and
+// keeps the rows on which they fail as samples (dry: nothing is applied).
+// A build calls it for a page on which a quarantined column fails.
+func (e *Engine) SampleKeys(ctx context.Context, tx pgx.Tx, t *catalog.Transform, keys [][]*string, cols []string) error {
+	w := e.NewWorker(-1, nil)
+	wk := &work{t: t, plan: t.Plan(), keys: map[string][]*string{}, buckets: map[int]bool{}}
+	for start := 0; start < len(keys); start += PageTarget {
+		clear(wk.keys)
+		for _, k := range keys[start:min(start+PageTarget, len(keys))] {
+			wk.add(k, 0)
+		}
+		if err := w.refreshSamples(ctx, tx, wk, cols); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WithPaused is pl with every column paused that paused says.
+func WithPaused(pl *plan.Plan, paused func(c plan.Column) bool) *plan.Plan {
+	return withPaused(pl, paused)
 }

@@ -76,6 +76,8 @@ DO UPDATE SET error = EXCLUDED.error, sqlstate = EXCLUDED.sqlstate, at = clock_t
 
 	sqlHeldAmong = `SELECT key_text FROM %[1]s.quarantine WHERE transform_id = $1 AND column_name = '' AND key_text = ANY($2::text[])`
 
+	sqlQuarantinedOf = `SELECT coalesce(array_agg(column_name ORDER BY column_name), '{}') FROM %[1]s.quarantined_columns WHERE transform_id = $1 AND error <> ''`
+
 	sqlClearSamples = `DELETE FROM %[1]s.quarantine WHERE transform_id = $1 AND column_name = ANY($2::text[]) AND key_text = ANY($3::text[])`
 
 	// The transforms holding keys, and the quarantined columns, by transform.

@@ -2,12 +2,15 @@ package staging
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/drain"
+	"github.com/trellis-pg/trellis/internal/plan"
 )
 
 // Bad data never stops a build either: a build page on which a row fails
@@ -24,8 +27,11 @@ func (w *Worker) buildRange(ctx context.Context, tx pgx.Tx, t *catalog.Transform
 	err := w.savepoint(ctx, tx, func() error {
 		return tx.QueryRow(ctx, pl.BuildPage(hasLower, hasUpper, rebuild), args...).Scan(&deleted, &upserted)
 	})
-	if err == nil || !drain.RowError(err) {
-		return upserted, err
+	if err == nil {
+		return upserted, w.sampleRange(ctx, tx, t, hasLower, hasUpper, args)
+	}
+	if !drain.RowError(err) {
+		return 0, err
 	}
 	keys, err := textRows(ctx, tx, pl.BuildPageKeys(hasLower, hasUpper, rebuild), args...)
 	if err != nil {
@@ -33,6 +39,39 @@ func (w *Worker) buildRange(ctx context.Context, tx pgx.Tx, t *catalog.Transform
 	}
 	return int64(len(keys)), w.Drain.BuildKeys(ctx, tx, t, keys)
 }
+
+// sampleRange keeps, for a transform with quarantined columns, the rows of
+// a build page on which they fail as samples, so the samples cover every
+// row the build read. The columns are evaluated once over the whole page
+// (the work undone); only a page on which one fails is probed key by key.
+func (w *Worker) sampleRange(ctx context.Context, tx pgx.Tx, t *catalog.Transform, hasLower, hasUpper bool, args []any) error {
+	cols, err := w.Drain.QuarantinedColumns(ctx, tx, t.ID)
+	if err != nil || len(cols) == 0 {
+		return err
+	}
+	only := drain.WithPaused(t.Plan(), func(c plan.Column) bool { return !slices.Contains(cols, c.Name) })
+	var deleted, upserted int64
+	failed := w.savepoint(ctx, tx, func() error {
+		if err := tx.QueryRow(ctx, only.BuildPage(hasLower, hasUpper, true), args...).Scan(&deleted, &upserted); err != nil {
+			return err
+		}
+		return errUndo
+	})
+	if errors.Is(failed, errUndo) {
+		return nil
+	}
+	if !drain.RowError(failed) {
+		return failed
+	}
+	keys, err := textRows(ctx, tx, t.Plan().BuildPageKeys(hasLower, hasUpper, false), args...)
+	if err != nil {
+		return fmt.Errorf("listing the keys of a build page: %w", err)
+	}
+	return w.Drain.SampleKeys(ctx, tx, t, keys, cols)
+}
+
+// errUndo makes savepoint undo work that succeeded.
+var errUndo = errors.New("undo")
 
 // buildWhole builds a join or aggregate: every row deleted, then what the
 // definition yields inserted. It returns the rows written.
