@@ -166,7 +166,7 @@ func (e *Engine) entries(ctx context.Context, tx pgx.Tx, t *catalog.Transform, c
 				q.Since = q.Since.UTC()
 				q.Reason = "paused by PAUSE TRANSFORM " + q.Address
 				if q.Error != "" {
-					q.Reason = fmt.Sprintf("quarantined: the expression failed on %d row(s) (%s); fix the rows (SampleQuarantined lists them), then RESUME TRANSFORM %s", q.Rows, q.Error, q.Address)
+					q.Reason = fmt.Sprintf("quarantined: its expression failed on %d row(s) (%s); the other columns keep applying. Fix those rows (sample %s to list them), then RESUME TRANSFORM %s", q.Rows, q.Error, q.Address, q.Address)
 				}
 			} else {
 				q = QuarantineEntry{Address: q.Address, State: catalog.StateLive}
@@ -190,7 +190,7 @@ func (e *Engine) entries(ctx context.Context, tx pgx.Tx, t *catalog.Transform, c
 		q.Since, q.Reason, q.Error = t.StateSince.UTC(), t.PausedReason, t.FailureError
 	case held != nil:
 		q.Since = held.Oldest
-		q.Reason = fmt.Sprintf("holds %d poisoned key(s) (PoisonedSince and SampleQuarantined list them); fix their rows, then ReleaseKey each or RESUME TRANSFORM %s", held.Count, t.Target.Name)
+		q.Reason = fmt.Sprintf("holds %d poisoned key(s) whose changes are not applied (sample %s to list them); fix their rows, then release each key or RESUME TRANSFORM %s", held.Count, t.Target.Name, t.Target.Name)
 	}
 	if held != nil {
 		q.Rows, q.OldestPoisoned = held.Count, held.Oldest
