@@ -1,6 +1,9 @@
 package trellis_test
 
 import (
+	"math/rand/v2"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -322,4 +325,127 @@ func TestQuarantineInBuildsAndShapes(t *testing.T) {
 	all, err := c.Quarantined(e.ctx)
 	require.NoError(t, err)
 	require.Empty(t, all)
+}
+
+// Under concurrent writers and two clients' drain workers, bad rows keep
+// arriving: the healthy column stays exact, the samples end up exactly the
+// rows that are bad now, poisoned keys are held for their transform only,
+// and after the fix and RESUME every target equals a fresh recompute.
+func TestQuarantineUnderConcurrentWrites(t *testing.T) {
+	e := setup(t)
+	c := e.engine()
+	other := e.connect(trellis.Options{DrainWorkers: 2})
+	e.exec(`CREATE TABLE items (id int PRIMARY KEY, a int NOT NULL, b int NOT NULL)`)
+	e.exec(`INSERT INTO items SELECT g, g, 1 FROM generate_series(1, 2000) g`)
+	for _, s := range []string{
+		`TRANSFORM ratios FROM items SELECT a + b AS total, a / b AS ratio`,
+		`TRANSFORM guarded FROM items SELECT a AS a`,
+		`TRANSFORM plain FROM items SELECT a AS a, b AS b`,
+	} {
+		_, err := c.Apply(e.ctx, s)
+		require.NoError(t, err)
+	}
+	for _, n := range []string{"ratios", "guarded", "plain"} {
+		e.waitState(c, n, trellis.StateLive)
+	}
+	e.exec(`ALTER TABLE guarded ADD CONSTRAINT small CHECK (a < 900000)`)
+
+	var wg sync.WaitGroup
+	stop := time.Now().Add(2 * time.Second)
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func(seed uint64) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, 7))
+			for time.Now().Before(stop) {
+				id := rng.IntN(2200) + 1
+				var err error
+				switch r := rng.IntN(100); {
+				case r < 3:
+					_, err = e.db.Exec(e.ctx, `INSERT INTO items VALUES ($1, $2, 0) ON CONFLICT (id) DO UPDATE SET b = 0`, id, id)
+				case r < 5:
+					_, err = e.db.Exec(e.ctx, `UPDATE items SET a = 900000 + $1 WHERE id = $1`, id)
+				case r < 8:
+					_, err = e.db.Exec(e.ctx, `DELETE FROM items WHERE id = $1`, id)
+				case r < 20:
+					_, err = e.db.Exec(e.ctx, `UPDATE items SET b = 1 WHERE id = $1`, id)
+				default:
+					_, err = e.db.Exec(e.ctx, `INSERT INTO items VALUES ($1, $2, 1) ON CONFLICT (id) DO UPDATE SET a = items.a % 1000 + $2`, id, rng.IntN(1000))
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}(uint64(w))
+	}
+	wg.Wait()
+	e.converge(c)
+	e.converge(other)
+
+	q, err := c.QuarantineStatus(e.ctx, "ratios.ratio")
+	require.NoError(t, err)
+	require.Equal(t, trellis.StatePaused, q.State)
+	// The healthy columns are exact; the samples are the rows bad now.
+	e.assertMatches("(SELECT id, total FROM ratios) x", `SELECT id, a + b FROM items`)
+	e.assertMatches("plain", `SELECT id, a, b FROM items`)
+	var samples []string
+	var after *trellis.Cursor
+	for {
+		p, err := c.SampleQuarantined(e.ctx, "ratios.ratio", trellis.SampleOptions{Limit: 50, After: after})
+		require.NoError(t, err)
+		samples = append(samples, sampleKeys(p)...)
+		if p.NextCursor == nil {
+			break
+		}
+		after = p.NextCursor
+	}
+	bad := e.rows(`SELECT id::text FROM items WHERE b = 0 ORDER BY id::text`)
+	var want []string
+	for _, r := range bad {
+		want = append(want, r[0])
+	}
+	require.Equal(t, want, samples)
+	require.EqualValues(t, len(want), q.Rows)
+
+	// Keys guarded holds cover every row its constraint refuses; every
+	// other key is exact.
+	st, err := c.Status(e.ctx, "guarded")
+	require.NoError(t, err)
+	require.NotNil(t, st.HeldKeys)
+	page, err := c.SampleQuarantined(e.ctx, "guarded", trellis.SampleOptions{Limit: 10000})
+	require.NoError(t, err)
+	require.EqualValues(t, len(page.Samples), st.HeldKeys.Count)
+	held := map[string]bool{}
+	for _, s := range page.Samples {
+		held[s.Key] = true
+	}
+	for _, r := range e.rows(`SELECT id::text FROM items WHERE a >= 900000`) {
+		require.True(t, held[r[0]], "key %s violates the constraint but is not held", r[0])
+	}
+	heldList := make([]string, 0, len(held))
+	for k := range held {
+		heldList = append(heldList, k)
+	}
+	e.assertMatches("(SELECT id, a FROM guarded WHERE NOT id::text = ANY('"+pgArray(heldList)+"')) x",
+		`SELECT id, a FROM items WHERE NOT id::text = ANY('`+pgArray(heldList)+`')`)
+
+	e.exec(`UPDATE items SET b = 1 WHERE b = 0`)
+	e.exec(`UPDATE items SET a = 1 WHERE a >= 900000`)
+	for _, a := range []string{"ratios.ratio", "guarded"} {
+		_, err := c.Apply(e.ctx, `RESUME TRANSFORM `+a)
+		require.NoError(t, err)
+	}
+	e.waitState(c, "ratios", trellis.StateLive)
+	e.converge(c)
+	e.assertMatches("ratios", `SELECT id, a + b AS total, a / b AS ratio FROM items`)
+	e.assertMatches("guarded", `SELECT id, a FROM items`)
+	all, err := c.Quarantined(e.ctx)
+	require.NoError(t, err)
+	require.Empty(t, all)
+}
+
+// pgArray renders strings as the body of a text[] literal.
+func pgArray(vals []string) string {
+	return "{" + strings.Join(vals, ",") + "}"
 }
