@@ -387,6 +387,9 @@ func TestQuarantineUnderConcurrentWrites(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, trellis.StatePaused, q.State)
 	// The healthy columns are exact; the samples are the rows bad now.
+	rst, err := c.Status(e.ctx, "ratios")
+	require.NoError(t, err)
+	require.Nil(t, rst.HeldKeys, "ratios holds keys")
 	e.assertMatches("(SELECT id, total FROM ratios) x", `SELECT id, a + b FROM items`)
 	e.assertMatches("plain", `SELECT id, a, b FROM items`)
 	var samples []string

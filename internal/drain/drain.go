@@ -630,13 +630,7 @@ func (wk *work) keyedStatements(pl *plan.Plan, keys [][]*string) []string {
 	case plan.KindJoin:
 		return pl.RecomputeJoinKeys()
 	}
-	withNulls := false
-	for _, k := range keys {
-		for _, v := range k {
-			withNulls = withNulls || v == nil
-		}
-	}
-	return pl.RecomputeGroups(withNulls)
+	return pl.RecomputeGroups(hasNull(keys))
 }
 
 // keyedArgs are the parameters of keyedStatements for keys.

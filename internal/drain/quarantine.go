@@ -101,14 +101,19 @@ func withPaused(pl *plan.Plan, paused func(c plan.Column) bool) *plan.Plan {
 
 // probe runs the keyed statements of pl once per key, each key in a
 // subtransaction, and returns the keys that failed with a row error. With
-// dry, nothing is kept; without, the keys that succeed are applied.
+// dry, pl's columns are only evaluated, and nothing is written; without,
+// the keys that succeed are applied.
 func (w *Worker) probe(ctx context.Context, tx pgx.Tx, wk *work, pl *plan.Plan, keys [][]*string, dry bool) ([]failure, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
 	n := wk.nKeyParams()
+	stmts := wk.keyedStatements(pl, keys)
+	if dry {
+		stmts = []string{pl.EvalKeys(wk.upTo != nil, hasNull(keys))}
+	}
 	var qs []string
-	for _, s := range wk.keyedStatements(pl, keys) {
+	for _, s := range stmts {
 		q, err := grammar.Rebind(s, func(i int) string {
 			if i <= n {
 				return fmt.Sprintf("(ARRAY[$1[%d]])", i)
@@ -166,20 +171,54 @@ func (w *Worker) applyCareful(ctx context.Context, tx pgx.Tx, wk *work) error {
 	return w.diagnose(ctx, tx, wk)
 }
 
+// diagnoseRounds bounds how often diagnose re-tries keys that a concurrent
+// change made fail, then succeed: after that many, such a key is poisoned.
+const diagnoseRounds = 3
+
 // diagnose applies a work's keys one by one, poisoning the keys that fail as
 // a whole and quarantining the columns that fail on a row.
 func (w *Worker) diagnose(ctx context.Context, tx pgx.Tx, wk *work) error {
-	pl := wk.plan
 	// What fails with no key at all (a trigger on the target that refuses
 	// every statement, say) is no row's doing: the page fails as a whole.
 	if err := w.emptyRun(ctx, tx, wk); err != nil {
 		return err
 	}
-	fails, err := w.probe(ctx, tx, wk, pl, wk.keyList(), false)
-	if err != nil || len(fails) == 0 {
-		return err
-	}
 	poison := map[string]failure{}
+	keys := wk.keyList()
+	for round := 0; len(keys) > 0; round++ {
+		fails, err := w.probe(ctx, tx, wk, wk.plan, keys, false)
+		if err != nil {
+			return err
+		}
+		if round == diagnoseRounds {
+			for _, f := range fails {
+				poison[RenderKey(f.key)] = f
+			}
+			break
+		}
+		keys, err = w.classify(ctx, tx, wk, fails, poison)
+		if err != nil {
+			return err
+		}
+	}
+	if len(poison) == 0 {
+		return nil
+	}
+	var held []failure
+	for _, f := range poison {
+		held = append(held, f)
+	}
+	return w.recordRows(ctx, tx, wk, "", held, true)
+}
+
+// classify sorts the keys that failed under the work's plan: a constraint
+// violation, or a failure with no column evaluated (the WHERE raised),
+// poisons the key; a failure with only one column evaluated quarantines
+// that column (the work's plan then has it paused). It returns the keys to
+// apply again: those whose failure a quarantined column explains, and those
+// that no longer fail (a concurrent change fixed the row).
+func (w *Worker) classify(ctx context.Context, tx pgx.Tx, wk *work, fails []failure, poison map[string]failure) ([][]*string, error) {
+	pl := wk.plan
 	var open [][]*string
 	first := map[string]failure{}
 	for _, f := range fails {
@@ -191,19 +230,16 @@ func (w *Worker) diagnose(ctx context.Context, tx pgx.Tx, wk *work) error {
 			open = append(open, f.key)
 		}
 	}
-	// A key that fails with no column evaluated fails as a whole.
 	none := withPaused(pl, func(plan.Column) bool { return true })
 	whole, err := w.probe(ctx, tx, wk, none, open, true)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, f := range whole {
 		poison[RenderKey(f.key)] = first[RenderKey(f.key)]
 	}
 	open = slices.DeleteFunc(open, func(k []*string) bool { _, ok := poison[RenderKey(k)]; return ok })
-	// Which columns fail on which of the remaining keys.
 	quarantined := map[string][]failure{}
-	explained := map[string]bool{}
 	for _, c := range pl.Spec.Columns {
 		if c.Paused || len(open) == 0 {
 			continue
@@ -211,45 +247,21 @@ func (w *Worker) diagnose(ctx context.Context, tx pgx.Tx, wk *work) error {
 		only := withPaused(pl, func(x plan.Column) bool { return x.Name != c.Name })
 		fs, err := w.probe(ctx, tx, wk, only, open, true)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, f := range fs {
-			if constraintState(f.state) {
-				continue
+			if !constraintState(f.state) {
+				quarantined[c.Name] = append(quarantined[c.Name], f)
 			}
-			quarantined[c.Name] = append(quarantined[c.Name], f)
-			explained[RenderKey(f.key)] = true
-		}
-	}
-	var retry [][]*string
-	for _, k := range open {
-		if explained[RenderKey(k)] {
-			retry = append(retry, k)
-		} else {
-			poison[RenderKey(k)] = first[RenderKey(k)]
 		}
 	}
 	if len(quarantined) > 0 {
 		if err := w.quarantineColumns(ctx, tx, wk, quarantined); err != nil {
-			return err
+			return nil, err
 		}
 		wk.plan = withPaused(pl, func(c plan.Column) bool { return c.Paused || quarantined[c.Name] != nil })
-		fs, err := w.probe(ctx, tx, wk, wk.plan, retry, false)
-		if err != nil {
-			return err
-		}
-		for _, f := range fs {
-			poison[RenderKey(f.key)] = f
-		}
 	}
-	if len(poison) == 0 {
-		return nil
-	}
-	var held []failure
-	for _, f := range poison {
-		held = append(held, f)
-	}
-	return w.recordRows(ctx, tx, wk, "", held, true)
+	return open, nil
 }
 
 // emptyRun runs the work's statements for no key, and undoes them.
@@ -359,14 +371,11 @@ func (w *Worker) refreshSamples(ctx context.Context, tx pgx.Tx, wk *work, quaran
 		return err
 	}
 	failed := false
-	for _, q := range wk.keyedStatements(only, keys) {
-		if _, err := tx.Exec(ctx, q, wk.keyedArgs(keys)...); err != nil {
-			if !RowError(err) {
-				return err
-			}
-			failed = true
-			break
+	if _, err := tx.Exec(ctx, only.EvalKeys(wk.upTo != nil, hasNull(keys)), wk.keyedArgs(keys)...); err != nil {
+		if !RowError(err) {
+			return err
 		}
+		failed = true
 	}
 	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT trellis_samples"); err != nil {
 		return err
@@ -473,4 +482,16 @@ func (e *Engine) SampleKeys(ctx context.Context, tx pgx.Tx, t *catalog.Transform
 // WithPaused is pl with every column paused that paused says.
 func WithPaused(pl *plan.Plan, paused func(c plan.Column) bool) *plan.Plan {
 	return withPaused(pl, paused)
+}
+
+// hasNull reports whether some key has a NULL value (a NULL group).
+func hasNull(keys [][]*string) bool {
+	for _, k := range keys {
+		for _, v := range k {
+			if v == nil {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -213,9 +213,39 @@ func (p *Plan) keysCTE() string {
 // then the key values (text) of an initial build's cursor, past which the
 // target is left to the build. It returns the counts deleted and upserted.
 func (p *Plan) Recompute(upTo bool) string {
+	pre, src, tCond := p.recomputeParts(upTo)
+	return p.withDeleteUpsert(pre, src, tCond)
+}
+
+// EvalKeys evaluates the definition's columns for a set of keys and
+// writes nothing: a row on which a column fails makes it fail. Parameters
+// as for the keyed recompute of the plan's kind (see KeyedArgs' callers).
+func (p *Plan) EvalKeys(upTo, withNulls bool) string {
+	var with, q string
+	switch p.Kind() {
+	case KindProjection:
+		pre, src, _ := p.recomputeParts(upTo)
+		if pre != "" {
+			with = "WITH " + strings.TrimSuffix(pre, ", ") + " "
+		}
+		q = src
+	case KindJoin:
+		with, q = p.joinKeysParts()
+		with = "WITH " + with + " "
+	default:
+		with, q = p.groupsParts(withNulls)
+		with = "WITH " + with + " "
+	}
+	// Every column is referenced, so every one is evaluated.
+	return with + "SELECT count(ROW(s.*)) FROM (" + q + ") s"
+}
+
+// recomputeParts are the parts of Recompute: a CTE prefix, the source
+// query of the keys, and the condition on the target's keys.
+func (p *Plan) recomputeParts(upTo bool) (pre, src, tCond string) {
 	keys := p.Spec.Source.KeyCols
 	n := len(keys)
-	var srcCond, tCond, pre string
+	var srcCond string
 	if n == 1 {
 		// A plain array match lets the planner use the primary keys.
 		typ := p.Spec.Source.KeyTypes[0]
@@ -236,8 +266,8 @@ func (p *Plan) Recompute(upTo bool) string {
 		conds = append(conds, keyTuple(p.srcKey())+" <= "+p.cursorTuple(n+1))
 		tConds = append(tConds, p.targetKeyTuple()+" <= "+p.cursorTuple(n+1))
 	}
-	src := fmt.Sprintf("SELECT %s FROM %s%s", p.selectList(), p.from(), p.where(conds...))
-	return p.withDeleteUpsert(pre, src, strings.Join(tConds, " AND "))
+	src = fmt.Sprintf("SELECT %s FROM %s%s", p.selectList(), p.from(), p.where(conds...))
+	return pre, src, strings.Join(tConds, " AND ")
 }
 
 // Resync re-derives the whole target from the whole source (after a

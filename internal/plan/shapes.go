@@ -145,7 +145,7 @@ func unnestTyped(start int, names, types []string) string {
 // of a join: one text[] parameter per FROM key column. Two statements.
 func (p *Plan) RecomputeJoinKeys() []string {
 	src := p.Spec.Source
-	keys := "k AS (" + unnestTyped(1, src.KeyCols, src.KeyTypes) + ")"
+	keys, query := p.joinKeysParts()
 	// The target's columns that hold the FROM side's key.
 	tcols := p.Spec.Key[:len(src.KeyCols)]
 	var match []string
@@ -153,9 +153,17 @@ func (p *Plan) RecomputeJoinKeys() []string {
 		match = append(match, "t."+ident.Quote(c.Name)+" = k."+ident.Quote(src.KeyCols[i]))
 	}
 	del := fmt.Sprintf("WITH %s DELETE FROM %s AS t USING k WHERE %s", keys, p.Target.Quoted(), strings.Join(match, " AND "))
-	cond := keyTuple(p.srcKey()) + " IN (SELECT " + ident.List(src.KeyCols) + " FROM k)"
-	ins := fmt.Sprintf("WITH %s INSERT INTO %s (%s) %s", keys, p.Target.Quoted(), ident.List(p.columnNamesShape()), p.shapeQuery(cond))
+	ins := fmt.Sprintf("WITH %s INSERT INTO %s (%s) %s", keys, p.Target.Quoted(), ident.List(p.columnNamesShape()), query)
 	return []string{del, ins}
+}
+
+// joinKeysParts are the keys CTE of a join's keyed recompute and the
+// definition's query for those keys.
+func (p *Plan) joinKeysParts() (keys, query string) {
+	src := p.Spec.Source
+	keys = "k AS (" + unnestTyped(1, src.KeyCols, src.KeyTypes) + ")"
+	cond := keyTuple(p.srcKey()) + " IN (SELECT " + ident.List(src.KeyCols) + " FROM k)"
+	return keys, p.shapeQuery(cond)
 }
 
 // RecomputeGroups re-derives a set of groups of an aggregate: one text[]
@@ -164,6 +172,21 @@ func (p *Plan) RecomputeJoinKeys() []string {
 // for them inserted. The candidate rows are found through plain
 // equalities (so a source index serves them), then matched exactly.
 func (p *Plan) RecomputeGroups(withNulls bool) []string {
+	groups, del, query := p.groupsStatements(withNulls)
+	ins := fmt.Sprintf("WITH %s INSERT INTO %s (%s) %s", groups, p.Target.Quoted(), ident.List(p.columnNamesShape()), query)
+	return []string{del, ins}
+}
+
+// groupsParts are the groups CTE of an aggregate's keyed recompute and the
+// definition's query for those groups.
+func (p *Plan) groupsParts(withNulls bool) (groups, query string) {
+	groups, _, query = p.groupsStatements(withNulls)
+	return groups, query
+}
+
+// groupsStatements are the groups CTE, the delete of the groups' rows and
+// the definition's query for the groups.
+func (p *Plan) groupsStatements(withNulls bool) (groups, del, query string) {
 	names := p.KeyNames()
 	types := make([]string, len(p.Spec.Key))
 	// The groups CTE's columns have names of their own, so that a GROUP BY
@@ -173,7 +196,7 @@ func (p *Plan) RecomputeGroups(withNulls bool) []string {
 		types[i] = k.Type
 		gcols[i] = fmt.Sprintf("trellis_g%d", i+1)
 	}
-	groups := "g AS (" + unnestTyped(1, gcols, types) + ")"
+	groups = "g AS (" + unnestTyped(1, gcols, types) + ")"
 	var tmatch, smatch, coarse, tcoarse []string
 	// Only a page with a NULL group gets the NULL branches: an OR there
 	// keeps a generic plan from using the array as an index condition.
@@ -216,12 +239,10 @@ func (p *Plan) RecomputeGroups(withNulls bool) []string {
 		tcols[i] = "t." + ident.Quote(n)
 		scols[i] = "(" + p.Spec.GroupBy[i] + ")"
 	}
-	del := fmt.Sprintf("WITH %s DELETE FROM %s AS t WHERE %s%s",
+	del = fmt.Sprintf("WITH %s DELETE FROM %s AS t WHERE %s%s",
 		groups, p.Target.Quoted(), strings.Join(tcoarse, " AND "), exact(tcols, tmatch))
 	srcConds := strings.Join(coarse, " AND ") + exact(scols, smatch)
-	ins := fmt.Sprintf("WITH %s INSERT INTO %s (%s) %s", groups, p.Target.Quoted(), ident.List(p.columnNamesShape()),
-		p.shapeQuery(srcConds))
-	return []string{del, ins}
+	return groups, del, p.shapeQuery(srcConds)
 }
 
 // Changes describes the parameters of the affected-rows queries: the
