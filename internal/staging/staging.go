@@ -249,6 +249,11 @@ func (w *Worker) buildPage(ctx context.Context, id int) (*plan.Target, error) {
 		if _, err := tx.Exec(ctx, sqlLockShared, catalog.LockKey(w.Cat.Schema, "ddl")); err != nil {
 			return err
 		}
+		// Key locks before the transform's row, in the drain's order: a
+		// page that quarantines a column updates that row under its key locks.
+		if err := lockAll(ctx, tx, w.Cat.Schema, id); err != nil {
+			return err
+		}
 		t, err := w.Cat.TransformByID(ctx, tx, id, true)
 		if err != nil || t == nil {
 			return err
@@ -279,9 +284,6 @@ func (w *Worker) buildPage(ctx context.Context, id int) (*plan.Target, error) {
 			last = true
 		} else if err != nil {
 			return fmt.Errorf("finding the next build page of %s: %w", t.Target, err)
-		}
-		if err := lockAll(ctx, tx, w.Cat.Schema, t.ID); err != nil {
-			return err
 		}
 		args := append([]any(nil), lowerArgs...)
 		if !last {
@@ -337,11 +339,9 @@ func (w *Worker) buildFailed(ctx context.Context, id int, cause error) {
 }
 
 // buildShape builds a join or aggregate target in one statement pair
-// under all of its key locks: its rows are not ordered by a source key.
+// under all of its key locks (taken by buildPage): its rows are not ordered
+// by a source key.
 func (w *Worker) buildShape(ctx context.Context, tx pgx.Tx, t *catalog.Transform, pl *plan.Plan) error {
-	if err := lockAll(ctx, tx, w.Cat.Schema, t.ID); err != nil {
-		return err
-	}
 	n, err := w.buildWhole(ctx, tx, t)
 	if err != nil {
 		return fmt.Errorf("building %s: %w", t.Target, err)
