@@ -40,6 +40,7 @@ func sampleKeys(p trellis.SamplePage) []string {
 }
 
 func TestColumnQuarantine(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	c := e.engine()
 	e.exec(`CREATE TABLE items (id int PRIMARY KEY, a int NOT NULL, b int NOT NULL)`)
@@ -124,6 +125,7 @@ func TestColumnQuarantine(t *testing.T) {
 }
 
 func TestColumnQuarantineAgainOnResume(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	c := e.engine()
 	e.exec(`CREATE TABLE items (id int PRIMARY KEY, a int NOT NULL, b int NOT NULL)`)
@@ -150,6 +152,7 @@ func TestColumnQuarantineAgainOnResume(t *testing.T) {
 }
 
 func TestPoisonedKeys(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	c := e.engine()
 	e.exec(`CREATE TABLE items (id int PRIMARY KEY, qty int NOT NULL)`)
@@ -254,6 +257,7 @@ func TestPoisonedKeys(t *testing.T) {
 // Bad rows present before a transform is defined quarantine the column in
 // its build, for every shape; the build goes on and the transform goes live.
 func TestQuarantineInBuildsAndShapes(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	c := e.engine()
 	e.exec(`CREATE TABLE grps (id int PRIMARY KEY, div int NOT NULL, name text NOT NULL)`)
@@ -332,6 +336,7 @@ func TestQuarantineInBuildsAndShapes(t *testing.T) {
 // rows that are bad now, poisoned keys are held for their transform only,
 // and after the fix and RESUME every target equals a fresh recompute.
 func TestQuarantineUnderConcurrentWrites(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	c := e.engine()
 	other := e.connect(trellis.Options{DrainWorkers: 2})

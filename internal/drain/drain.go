@@ -52,10 +52,18 @@ func KeyLock(schema string, transformID, bucket int) int64 {
 	return int64(h.Sum32()&0x7fffffff)<<32 | int64(transformID)<<8 | int64(bucket)
 }
 
+// ApplyLockTimeout bounds how long a page or a build, once it holds its key
+// locks, waits for a lock on a target or source (a session holding one
+// for long): past it the page fails, is reported as a DrainFailure and
+// retried with backoff, instead of holding up the transform (and every
+// definition change) for as long as the other session likes.
+const ApplyLockTimeout = 10 * time.Second
+
 // LockKeys takes the transaction-level key locks, in sorted order in one
-// statement, so two holders of overlapping sets never deadlock.
+// statement, so two holders of overlapping sets never deadlock. Then the
+// transaction's lock waits are bounded by ApplyLockTimeout.
 func LockKeys(ctx context.Context, tx pgx.Tx, keys []int64) error {
-	_, err := tx.Exec(ctx, sqlKeyLocks, keys)
+	_, err := tx.Exec(ctx, sqlKeyLocks, keys, fmt.Sprintf("%dms", ApplyLockTimeout.Milliseconds()))
 	return err
 }
 
