@@ -457,3 +457,37 @@ func TestQuarantineUnderConcurrentWrites(t *testing.T) {
 func pgArray(vals []string) string {
 	return "{" + strings.Join(vals, ",") + "}"
 }
+
+// A release that cannot get at the target in time is CodeTimeout and
+// changes nothing: the key stays held, and a later release goes through.
+func TestReleaseKeyTimeoutChangesNothing(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	c := e.engine()
+	e.exec(`CREATE TABLE items (id int PRIMARY KEY, qty int NOT NULL)`)
+	e.exec(`INSERT INTO items SELECT g, g FROM generate_series(1, 10) g`)
+	_, err := c.Apply(e.ctx, `TRANSFORM big FROM items SELECT qty AS qty`)
+	require.NoError(t, err)
+	e.waitState(c, "big", trellis.StateLive)
+	e.exec(`ALTER TABLE big ADD CONSTRAINT small CHECK (qty < 1000)`)
+	e.exec(`UPDATE items SET qty = 5000 WHERE id = 4`)
+	e.converge(c)
+	e.exec(`UPDATE items SET qty = 4 WHERE id = 4`)
+	e.converge(c)
+
+	holder, err := e.db.Begin(e.ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(e.ctx) }()
+	_, err = holder.Exec(e.ctx, `LOCK TABLE big IN ACCESS EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	err = c.ReleaseKey(e.ctx, "big", "items", "4")
+	require.Equal(t, trellis.CodeTimeout, trellis.CodeOf(err), "%v", err)
+	require.NoError(t, holder.Rollback(e.ctx))
+
+	st, err := c.Status(e.ctx, "big")
+	require.NoError(t, err)
+	require.NotNil(t, st.HeldKeys)
+	require.EqualValues(t, 1, st.HeldKeys.Count)
+	require.NoError(t, c.ReleaseKey(e.ctx, "big", "items", "4"))
+	e.assertMatches("big", `SELECT id, qty FROM items`)
+}
