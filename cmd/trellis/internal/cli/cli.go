@@ -141,6 +141,7 @@ variable) and works on the Trellis instance whose catalog is --schema.`,
 		newPoisonedCmd(g),
 		newReleaseKeyCmd(g),
 		newWorkerCmd(g),
+		newDumpCmd(g),
 		newDemoCmd(g),
 	)
 	for _, add := range extraCommands {
