@@ -491,3 +491,58 @@ func TestReleaseKeyTimeoutChangesNothing(t *testing.T) {
 	require.NoError(t, c.ReleaseKey(e.ctx, "big", "items", "4"))
 	e.assertMatches("big", `SELECT id, qty FROM items`)
 }
+
+// Drain connections killed again and again while pages are diagnosed lose
+// nothing and record nothing twice: the diagnosis commits with its page.
+func TestQuarantineSurvivesKilledDrainConnections(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	c := e.engine()
+	e.exec(`CREATE TABLE items (id int PRIMARY KEY, a int NOT NULL, b int NOT NULL)`)
+	e.exec(`INSERT INTO items SELECT g, g, 1 FROM generate_series(1, 4000) g`)
+	_, err := c.Apply(e.ctx, `TRANSFORM ratios FROM items SELECT a + b AS total, a / b AS ratio`)
+	require.NoError(t, err)
+	e.waitState(c, "ratios", trellis.StateLive)
+	e.exec(`ALTER TABLE ratios ADD CONSTRAINT small CHECK (total < 100000)`)
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 8; i++ {
+			time.Sleep(150 * time.Millisecond)
+			_, _ = e.db.Exec(e.ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+WHERE application_name = 'trellis worker' AND datname = current_database() AND pid <> pg_backend_pid()`)
+		}
+	}()
+	for i := 0; i < 6; i++ {
+		e.exec(`UPDATE items SET a = a + 1, b = (id % 9 <> $1)::int`, i)
+		e.exec(`UPDATE items SET a = 200000 WHERE id = $1`, 100+i)
+		time.Sleep(100 * time.Millisecond)
+	}
+	<-done
+	e.converge(c)
+
+	q := e.waitQuarantine(c, "ratios.ratio", func(q trellis.QuarantineEntry) bool { return q.State == trellis.StatePaused })
+	// The samples are the rows bad now (a held key's sample stays as it was
+	// when it was last applied: its changes are held).
+	page, err := c.SampleQuarantined(e.ctx, "ratios.ratio", trellis.SampleOptions{Limit: 10000})
+	require.NoError(t, err)
+	require.EqualValues(t, len(page.Samples), q.Rows)
+	var got []string
+	for _, s := range page.Samples {
+		if s.Key < "100" || s.Key > "105" || len(s.Key) != 3 {
+			got = append(got, s.Key)
+		}
+	}
+	var want []string
+	for _, r := range e.rows(`SELECT id::text FROM items WHERE b = 0 AND id NOT BETWEEN 100 AND 105 ORDER BY 1`) {
+		want = append(want, r[0])
+	}
+	require.Equal(t, want, got)
+	st, err := c.Status(e.ctx, "ratios")
+	require.NoError(t, err)
+	require.NotNil(t, st.HeldKeys)
+	require.EqualValues(t, 6, st.HeldKeys.Count, "each refused key is held once")
+	e.assertMatches("(SELECT id, total FROM ratios WHERE id NOT BETWEEN 100 AND 105) x",
+		`SELECT id, a + b FROM items WHERE id NOT BETWEEN 100 AND 105`)
+}
