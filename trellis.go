@@ -181,6 +181,7 @@ func (c *Client) startWorkers(ctx context.Context, names capture.Names) error {
 		c.wg.Add(1)
 		go func() { defer c.wg.Done(); w.Run(c.closeCtx) }()
 	}
+	c.startSelfCheckRunner()
 	return nil
 }
 

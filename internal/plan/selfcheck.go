@@ -63,7 +63,8 @@ func (p *Plan) CheckColumns() []string {
 // "extra", "differing"), held and in_flight; part 1 lists differing rows
 // that are not held, ordered by key, with the key's values as text, the
 // columns that differ, and the compared columns of each side as a JSON
-// object of text values; part 2 (kind "total") counts the keys compared.
+// object of text values; part 2 (kind "total") counts the keys compared
+// (held ones are not).
 func (p *Plan) CheckPage(hasLower, hasUpper bool) string {
 	unitNames, unitTypes := p.CheckUnit()
 	nu := len(unitNames)
@@ -177,8 +178,8 @@ func (p *Plan) CheckPage(hasLower, hasUpper bool) string {
 UNION ALL
 (SELECT 1, kind, held, in_flight, NULL, key_text, diff_cols, tgt, rec FROM d WHERE NOT held ORDER BY %s LIMIT $%d)
 UNION ALL
-SELECT 2, 'total', false, false, (SELECT count(*) FROM j), NULL, NULL, NULL, NULL`,
-		strings.Join(order, ", "), limit)
+SELECT 2, 'total', false, false, (SELECT count(*) FROM j WHERE NOT %s), NULL, NULL, NULL, NULL`,
+		strings.Join(order, ", "), limit, inSet("trellis_held"))
 	return b.String()
 }
 

@@ -224,3 +224,26 @@ BEGIN
     END LOOP;
 END
 $probe$;
+
+-- Self-check jobs: at most one per transform (a new check replaces a
+-- finished one; an unfinished one is returned instead). A process with
+-- drain workers claims a queued job, or a running one whose runner stopped
+-- beating (heartbeat_at), under a fresh claim token; report is the
+-- finished job's verdict.
+CREATE TABLE {{schema}}.self_checks (
+    id            bigserial PRIMARY KEY,
+    transform_id  int NOT NULL UNIQUE REFERENCES {{schema}}.transforms (id) ON DELETE CASCADE,
+    mode          text NOT NULL CHECK (mode IN ('standard', 'strict')),
+    timeout_ms    bigint NOT NULL CHECK (timeout_ms > 0),
+    state         text NOT NULL DEFAULT 'queued'
+                  CHECK (state IN ('queued', 'running', 'done', 'failed', 'cancelled')),
+    rows_compared bigint NOT NULL DEFAULT 0,
+    report        jsonb,
+    error         text,
+    claim         bigint,
+    heartbeat_at  timestamptz,
+    queued_at     timestamptz NOT NULL DEFAULT clock_timestamp(),
+    started_at    timestamptz,
+    finished_at   timestamptz
+);
+CREATE INDEX ON {{schema}}.self_checks (id) WHERE state IN ('queued', 'running');

@@ -1,0 +1,792 @@
+package selfcheck
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/trellis-pg/trellis/internal/capture"
+	"github.com/trellis-pg/trellis/internal/catalog"
+	"github.com/trellis-pg/trellis/internal/drain"
+	"github.com/trellis-pg/trellis/internal/plan"
+)
+
+// Tuning of a check.
+const (
+	// PageSize is how many FROM keys a page of a projection or join covers.
+	PageSize = 5000
+	// MaxExamples is how many divergences a report lists.
+	MaxExamples = 10
+	// listLimit is how many differing units a first pass hands to its
+	// re-check; past it, the re-check covers the whole page.
+	listLimit = 10000
+	// beatEvery and staleAfter: a running job's runner beats; another
+	// runner takes over a job whose beat stopped.
+	beatEvery  = 5 * time.Second
+	staleAfter = 30 * time.Second
+	// pageAttempts is how often a page whose query fails is tried.
+	pageAttempts = 3
+)
+
+// Runner runs self-check jobs, one at a time, claimed from the catalog.
+type Runner struct {
+	Pool   *pgxpool.Pool
+	Cat    *catalog.Catalog
+	Drain  *drain.Engine // forces a cut while waiting for a target to catch up
+	Logger *slog.Logger
+	// PollInterval is how often an idle runner looks for a queued job.
+	PollInterval time.Duration
+}
+
+// Run claims and runs jobs until ctx ends. A job it is running then goes
+// back to the queue for the next runner.
+func (r *Runner) Run(ctx context.Context) {
+	backoff := time.Second
+	for ctx.Err() == nil {
+		did, err := r.RunOne(ctx)
+		if err != nil && ctx.Err() == nil {
+			r.Logger.Error("the self-check runner failed to claim a job; retrying", "error", err, "retry_in", backoff)
+			sleep(ctx, backoff)
+			backoff = min(backoff*2, 30*time.Second)
+			continue
+		}
+		backoff = time.Second
+		if !did {
+			sleep(ctx, r.PollInterval+time.Duration(rand.Int64N(int64(r.PollInterval/4)+1)))
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// claimed is a job a runner holds.
+type claimed struct {
+	id          int64
+	claim       int64
+	transformID int
+	mode        string
+	timeout     time.Duration
+}
+
+// RunOne claims one job and runs it to its end. It reports whether there
+// was one.
+func (r *Runner) RunOne(ctx context.Context) (bool, error) {
+	j := claimed{claim: rand.Int64()}
+	var timeoutMS int64
+	err := r.Pool.QueryRow(ctx, r.Cat.SQL(sqlClaim), j.claim, staleAfter.Milliseconds()).
+		Scan(&j.id, &j.transformID, &j.mode, &timeoutMS)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	j.timeout = time.Duration(timeoutMS) * time.Millisecond
+	r.run(ctx, j)
+	return true, nil
+}
+
+// jobError ends a job in state (failed or cancelled) with its message.
+type jobError struct {
+	state string
+	msg   string
+}
+
+func (e *jobError) Error() string { return e.msg }
+
+// errGone: the job's row is gone (its transform was dropped).
+var errGone = errors.New("the self-check job is gone")
+
+// errNotLive: the page found the transform not live; it waits, then redoes the page.
+var errNotLive = errors.New("the transform is not live")
+
+func (r *Runner) run(ctx context.Context, j claimed) {
+	log := r.Logger.With("self_check", j.id)
+	log.Info("self-check started", "mode", j.mode)
+	jctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var gone atomic.Bool
+	beat := make(chan struct{})
+	go func() {
+		defer close(beat)
+		t := time.NewTicker(beatEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-jctx.Done():
+				return
+			case <-t.C:
+				tag, err := r.Pool.Exec(jctx, r.Cat.SQL(sqlBeat), j.id, j.claim)
+				if err == nil && tag.RowsAffected() == 0 {
+					gone.Store(true)
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	c := &check{r: r, job: j}
+	rep, err := c.run(jctx)
+	cancel()
+	<-beat
+
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer fcancel()
+	var ferr error
+	switch {
+	case gone.Load() || errors.Is(err, errGone):
+		log.Info("self-check abandoned: its transform was dropped")
+		return
+	case ctx.Err() != nil:
+		_, ferr = r.Pool.Exec(fctx, r.Cat.SQL(sqlRequeue), j.id, j.claim)
+		log.Info("self-check queued again: its runner is stopping")
+	case err != nil:
+		state := StateFailed
+		var je *jobError
+		if errors.As(err, &je) {
+			state = je.state
+		}
+		msg := err.Error()
+		_, ferr = r.Pool.Exec(fctx, r.Cat.SQL(sqlFinish), j.id, j.claim, state, nil, msg, nil)
+		log.Warn("self-check "+state, "error", msg)
+	default:
+		raw, jerr := json.Marshal(rep)
+		if jerr != nil {
+			ferr = jerr
+			break
+		}
+		_, ferr = r.Pool.Exec(fctx, r.Cat.SQL(sqlFinish), j.id, j.claim, StateDone, raw, nil, rep.RowsCompared)
+		log.Info("self-check done", "outcome", rep.Outcome, "rows_compared", rep.RowsCompared,
+			"missing", rep.Missing, "extra", rep.Extra, "differing", rep.Differing, "in_flight", rep.InFlight)
+	}
+	if ferr != nil {
+		log.Error("recording the end of a self-check failed; another runner takes it over", "error", ferr)
+	}
+}
+
+// check is one job's run.
+type check struct {
+	r   *Runner
+	job claimed
+	rep Report
+}
+
+// pageReq is one pass over a page.
+type pageReq struct {
+	lower     []string // nil on the first page
+	upper     []string // the page's end, when known
+	findUpper bool     // find the page's end (the first pass)
+	inFlight  bool     // mark the units in flight (a re-check)
+	only      [][]*string
+	restrict  bool
+}
+
+type countKey struct {
+	kind     string
+	held     bool
+	inFlight bool
+}
+
+type diffRow struct {
+	kind     string
+	inFlight bool
+	key      []*string
+	cols     []string
+	tgt, rec map[string]*string
+}
+
+type pageResult struct {
+	t      *catalog.Transform
+	upper  []string
+	last   bool
+	total  int64
+	counts map[countKey]int64
+	rows   []diffRow
+}
+
+// differing is how many rows differ that are not held.
+func (p *pageResult) differing() int64 {
+	var n int64
+	for k, c := range p.counts {
+		if !k.held {
+			n += c
+		}
+	}
+	return n
+}
+
+func (c *check) run(ctx context.Context) (*Report, error) {
+	c.rep.StartedAt = time.Now().UTC().Truncate(time.Microsecond)
+	var lower []string
+	var t *catalog.Transform
+	attempts := 0
+	for {
+		var err error
+		if t, err = c.awaitLive(ctx); err != nil {
+			return nil, err
+		}
+		next, last, err := c.checkPage(ctx, t, lower)
+		if errors.Is(err, errNotLive) {
+			continue
+		}
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, errGone) {
+				return nil, err
+			}
+			if attempts++; attempts >= pageAttempts {
+				return nil, fmt.Errorf("checking %s: %w", t.Target, err)
+			}
+			// A statement may have changed the definition under the page.
+			c.r.Logger.Warn("a self-check page failed; trying it again", "self_check", c.job.id, "error", err)
+			sleep(ctx, time.Duration(attempts)*200*time.Millisecond)
+			continue
+		}
+		attempts = 0
+		tag, err := c.r.Pool.Exec(ctx, c.r.Cat.SQL(sqlProgress), c.job.id, c.job.claim, c.rep.RowsCompared)
+		if err != nil {
+			return nil, err
+		}
+		if tag.RowsAffected() == 0 {
+			return nil, errGone
+		}
+		if last {
+			break
+		}
+		lower = next
+	}
+	return c.finish(ctx, t)
+}
+
+// checkPage checks the page after lower and returns its end (the next
+// page's lower bound), or last.
+func (c *check) checkPage(ctx context.Context, t *catalog.Transform, lower []string) ([]string, bool, error) {
+	if _, err := c.awaitCaughtUp(ctx, t); err != nil {
+		return nil, false, err
+	}
+	standard := c.job.mode == ModeStandard
+	p1, err := c.page(ctx, pageReq{lower: lower, findUpper: true})
+	if err != nil {
+		return nil, false, err
+	}
+	result := p1
+	if standard && p1.differing() > 0 {
+		// Anything that differs is looked at again once the target caught
+		// up anew, with what is still in flight then set apart.
+		if _, err := c.awaitCaughtUp(ctx, t); err != nil {
+			return nil, false, err
+		}
+		req := pageReq{lower: lower, upper: p1.upper, inFlight: true}
+		if p1.differing() <= listLimit {
+			req.restrict = true
+			_, types := p1.t.Plan().CheckUnit()
+			for _, row := range p1.rows {
+				req.only = append(req.only, row.key[:len(types)])
+			}
+		}
+		if result, err = c.page(ctx, req); err != nil {
+			return nil, false, err
+		}
+	}
+	c.rep.RowsCompared += p1.total
+	for k, n := range result.counts {
+		switch {
+		case k.held:
+		case standard && k.inFlight:
+			c.rep.InFlight += n
+		case k.kind == KindMissing:
+			c.rep.Missing += n
+		case k.kind == KindExtra:
+			c.rep.Extra += n
+		default:
+			c.rep.Differing += n
+		}
+	}
+	for _, row := range result.rows {
+		if standard && row.inFlight {
+			continue
+		}
+		if len(c.rep.Divergences) < MaxExamples {
+			c.rep.Divergences = append(c.rep.Divergences, Divergence{Kind: row.kind, Key: drain.RenderKey(row.key),
+				Columns: row.cols, Target: row.tgt, Recomputed: row.rec})
+		}
+	}
+	return p1.upper, p1.last, nil
+}
+
+// page runs one pass over a page in one repeatable-read snapshot.
+func (c *check) page(ctx context.Context, req pageReq) (*pageResult, error) {
+	tx, err := c.r.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	t, err := c.r.Cat.TransformByID(ctx, tx, c.job.transformID, false)
+	if err != nil {
+		return nil, err
+	}
+	if t == nil {
+		return nil, errGone
+	}
+	if t.State != catalog.StateLive {
+		return nil, errNotLive
+	}
+	pl := t.Plan()
+	res := &pageResult{t: t, counts: map[countKey]int64{}}
+	unitNames, _ := pl.CheckUnit()
+	nu := len(unitNames)
+	var args []any
+	hasLower, hasUpper := false, false
+	if pl.CheckPaged() {
+		upper := req.upper
+		if req.findUpper {
+			bargs := make([]any, len(req.lower))
+			for i, v := range req.lower {
+				bargs[i] = v
+			}
+			rows, err := tx.Query(ctx, pl.CheckBound(req.lower == nil, PageSize), bargs...)
+			if err != nil {
+				return nil, fmt.Errorf("finding the end of the page: %w", err)
+			}
+			for rows.Next() {
+				vals, err := rows.Values()
+				if err != nil {
+					rows.Close()
+					return nil, err
+				}
+				upper = make([]string, len(vals))
+				for i, v := range vals {
+					upper[i], _ = v.(string)
+				}
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return nil, fmt.Errorf("finding the end of the page: %w", err)
+			}
+		}
+		res.upper, res.last = upper, upper == nil
+		if req.lower != nil {
+			hasLower = true
+			for _, v := range req.lower {
+				args = append(args, v)
+			}
+		}
+		if upper != nil {
+			hasUpper = true
+			for _, v := range upper {
+				args = append(args, v)
+			}
+		}
+	} else {
+		res.last = true
+	}
+
+	var inflight, held [][]*string
+	allInFlight := false
+	if req.inFlight {
+		if inflight, allInFlight, err = c.inFlight(ctx, tx, t, pl); err != nil {
+			return nil, fmt.Errorf("reading the changes in flight: %w", err)
+		}
+	}
+	rows, err := tx.Query(ctx, c.r.Cat.SQL(sqlHeldUnits), t.ID)
+	if err != nil {
+		return nil, err
+	}
+	if held, err = pgx.CollectRows(rows, pgx.RowTo[[]*string]); err != nil {
+		return nil, fmt.Errorf("reading the keys %s holds: %w", t.Target, err)
+	}
+	args = append(args, columns(inflight, nu)...)
+	args = append(args, columns(held, nu)...)
+	args = append(args, columns(req.only, nu)...)
+	args = append(args, allInFlight, req.restrict, listLimit)
+
+	rows, err = tx.Query(ctx, pl.CheckPage(hasLower, hasUpper), args...)
+	if err != nil {
+		return nil, fmt.Errorf("comparing the target with a recompute: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var part int32
+		var kind string
+		var isHeld, isInFlight bool
+		var n *int64
+		var key []*string
+		var cols []string
+		var tgt, rec map[string]*string
+		if err := rows.Scan(&part, &kind, &isHeld, &isInFlight, &n, &key, &cols, &tgt, &rec); err != nil {
+			return nil, err
+		}
+		switch part {
+		case 0:
+			res.counts[countKey{kind: kind, held: isHeld, inFlight: isInFlight}] += *n
+		case 1:
+			res.rows = append(res.rows, diffRow{kind: kind, inFlight: isInFlight, key: key, cols: cols, tgt: tgt, rec: rec})
+		case 2:
+			res.total = *n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("comparing the target with a recompute: %w", err)
+	}
+	return res, nil
+}
+
+// columns turns units into one text[] parameter per unit column.
+func columns(units [][]*string, n int) []any {
+	cols := make([][]*string, n)
+	for i := range cols {
+		cols[i] = []*string{}
+	}
+	for _, u := range units {
+		for i := 0; i < n && i < len(u); i++ {
+			cols[i] = append(cols[i], u[i])
+		}
+	}
+	out := make([]any, n)
+	for i, c := range cols {
+		out[i] = c
+	}
+	return out
+}
+
+// change is one ledger row not applied yet.
+type change struct {
+	key  []string
+	vals []*string
+}
+
+// inFlight lists the units that changes committed in the snapshot and not
+// yet applied will recompute: the units the drain will touch, found the
+// way the drain finds them. all says every unit is (a TRUNCATE).
+func (c *check) inFlight(ctx context.Context, tx pgx.Tx, t *catalog.Transform, pl *plan.Plan) ([][]*string, bool, error) {
+	var frontier *string
+	err := tx.QueryRow(ctx, c.r.Cat.SQL(sqlFrontier)).Scan(&frontier)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, err
+	}
+	spec := t.Spec
+	ids := []int{spec.Source.ID}
+	if spec.Join != nil {
+		ids = append(ids, spec.Join.Source.ID)
+	}
+	rows, err := tx.Query(ctx, c.r.Cat.SQL(sqlInFlight), ids, frontier)
+	if err != nil {
+		return nil, false, err
+	}
+	bySrc := map[int][]change{}
+	var order []int
+	for rows.Next() {
+		var src int
+		var ch change
+		if err := rows.Scan(&src, &ch.key, &ch.vals); err != nil {
+			rows.Close()
+			return nil, false, err
+		}
+		if ch.key == nil {
+			rows.Close()
+			return nil, true, nil
+		}
+		if _, ok := bySrc[src]; !ok {
+			order = append(order, src)
+		}
+		bySrc[src] = append(bySrc[src], ch)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, false, err
+	}
+	if len(bySrc) == 0 {
+		return nil, false, nil
+	}
+	var units [][]*string
+	kind := pl.Kind()
+	var sources map[int]*catalog.Source
+	for _, src := range order {
+		chs := bySrc[src]
+		fromSide := spec.Source.ID == src
+		joinedSide := spec.Join != nil && spec.Join.Source.ID == src
+		if fromSide && kind != plan.KindAggregate {
+			for _, ch := range chs {
+				units = append(units, ptrs(ch.key))
+			}
+		}
+		if kind == plan.KindProjection || (kind == plan.KindJoin && !joinedSide) {
+			continue
+		}
+		if sources == nil {
+			all, err := c.r.Cat.Sources(ctx, tx)
+			if err != nil {
+				return nil, false, err
+			}
+			sources = map[int]*catalog.Source{}
+			for _, s := range all {
+				sources[s.ID] = s
+			}
+		}
+		s := sources[src]
+		if s == nil {
+			return nil, false, fmt.Errorf("source %d of %s is not in the catalog", src, t.Target)
+		}
+		side := spec.Source
+		if !fromSide {
+			side = spec.Join.Source
+		}
+		ch := plan.Changes{Source: side, CapCols: s.CapCols, CapTypes: s.CapTypes}
+		args := changeArgs(chs, len(side.KeyCols), len(s.CapCols))
+		var queries []string
+		if kind == plan.KindJoin {
+			queries = append(queries, pl.JoinedSideFromKeys(ch, capture.Buckets))
+		} else {
+			if fromSide {
+				queries = append(queries, pl.AffectedGroups(ch, false, capture.Buckets))
+			}
+			if joinedSide {
+				queries = append(queries, pl.AffectedGroups(ch, true, capture.Buckets))
+			}
+		}
+		for _, q := range queries {
+			rows, err := tx.Query(ctx, q, args...)
+			if err != nil {
+				return nil, false, fmt.Errorf("finding what changes of %s touch in %s: %w", s.Name(), t.Target, err)
+			}
+			for rows.Next() {
+				vals, err := rows.Values()
+				if err != nil {
+					rows.Close()
+					return nil, false, err
+				}
+				key := make([]*string, len(vals)-1) // the last is the bucket
+				for i := range key {
+					if v, ok := vals[i].(string); ok {
+						key[i] = &v
+					}
+				}
+				units = append(units, key)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return nil, false, err
+			}
+		}
+	}
+	return units, false, nil
+}
+
+func ptrs(ss []string) []*string {
+	out := make([]*string, len(ss))
+	for i := range ss {
+		out[i] = &ss[i]
+	}
+	return out
+}
+
+// changeArgs are the parameters of plan.Changes queries (as the drain
+// passes them).
+func changeArgs(rows []change, nkeys, ncaps int) []any {
+	cols := make([][]*string, nkeys+ncaps)
+	hv := make([]bool, len(rows))
+	for r, c := range rows {
+		for i := 0; i < nkeys; i++ {
+			var v *string
+			if i < len(c.key) {
+				v = &c.key[i]
+			}
+			cols[i] = append(cols[i], v)
+		}
+		for i := 0; i < ncaps; i++ {
+			var v *string
+			if i < len(c.vals) {
+				v = c.vals[i]
+			}
+			cols[nkeys+i] = append(cols[nkeys+i], v)
+		}
+		hv[r] = c.vals != nil
+	}
+	args := make([]any, 0, len(cols)+1)
+	for _, c := range cols {
+		args = append(args, c)
+	}
+	return append(args, hv)
+}
+
+// awaitLive waits, up to the job's timeout, for the transform to be live.
+// A paused transform cancels the job.
+func (c *check) awaitLive(ctx context.Context) (*catalog.Transform, error) {
+	deadline := time.Now().Add(c.job.timeout)
+	for {
+		t, err := c.r.Cat.TransformByID(ctx, c.r.Pool, c.job.transformID, false)
+		if err != nil {
+			return nil, err
+		}
+		if t == nil {
+			return nil, errGone
+		}
+		switch t.State {
+		case catalog.StateLive:
+			return t, nil
+		case catalog.StatePaused:
+			reason := t.PausedReason
+			if reason == "" {
+				reason = "paused"
+			}
+			return nil, &jobError{state: StateCancelled, msg: fmt.Sprintf(
+				"%s is paused (%s): nothing keeps a paused target up to date, so there is nothing to check; RESUME TRANSFORM %s, then check again",
+				t.Target, reason, t.Target.Name)}
+		}
+		if time.Now().After(deadline) {
+			return nil, &jobError{state: StateFailed, msg: fmt.Sprintf(
+				"%s was still %s after %s: a check compares a live target; check again once it is live", t.Target, t.State, c.job.timeout)}
+		}
+		sleep(ctx, 50*time.Millisecond)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// awaitCaughtUp waits, up to the job's timeout, until every change
+// committed so far to the tables the target depends on (through chains of
+// transforms too) has been applied. It reports whether it got there; not
+// getting there is not an error (a change still in flight is set apart by
+// the re-check).
+func (c *check) awaitCaughtUp(ctx context.Context, t *catalog.Transform) (bool, error) {
+	wctx, cancel := context.WithTimeout(ctx, c.job.timeout)
+	defer cancel()
+	ids, depth, err := c.dependencies(wctx, t)
+	if err == nil {
+		var token string
+		for round := 0; round < depth && err == nil; round++ {
+			if err = c.r.Pool.QueryRow(wctx, sqlSnapshot).Scan(&token); err == nil {
+				err = c.awaitRound(wctx, token, ids)
+			}
+		}
+	}
+	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// dependencies are the source ids whose changes reach the target, through
+// the transforms whose targets it reads, and the longest such chain.
+func (c *check) dependencies(ctx context.Context, t *catalog.Transform) ([]int, int, error) {
+	all, _, err := c.r.Cat.Transforms(ctx, c.r.Pool)
+	if err != nil {
+		return nil, 0, err
+	}
+	byTarget := map[string]*catalog.Transform{}
+	for _, u := range all {
+		byTarget[u.Target.String()] = u
+	}
+	seen := map[int]bool{}
+	var ids []int
+	depth := 0
+	var visit func(u *catalog.Transform, d int)
+	visit = func(u *catalog.Transform, d int) {
+		depth = max(depth, d)
+		sides := []plan.Source{u.Spec.Source}
+		if u.Spec.Join != nil {
+			sides = append(sides, u.Spec.Join.Source)
+		}
+		for _, s := range sides {
+			if !seen[s.ID] {
+				seen[s.ID] = true
+				ids = append(ids, s.ID)
+			}
+			if up := byTarget[s.Schema+"."+s.Table]; up != nil && d <= len(all) {
+				visit(up, d+1)
+			}
+		}
+	}
+	visit(t, 1)
+	return ids, depth, nil
+}
+
+// awaitRound waits until no page holding changes of the sources ids that
+// token sees is left to apply.
+func (c *check) awaitRound(ctx context.Context, token string, ids []int) error {
+	wait := 2 * time.Millisecond
+	for {
+		var n int64
+		err := c.r.Pool.QueryRow(ctx, c.r.Cat.SQL(sqlCovering), token).Scan(&n)
+		if errors.Is(err, pgx.ErrNoRows) {
+			if _, err := c.r.Drain.Cut(ctx, true); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		var pending bool
+		if err := c.r.Pool.QueryRow(ctx, c.r.Cat.SQL(sqlSourcesPending), n, ids).Scan(&pending); err != nil {
+			return err
+		}
+		if !pending {
+			return nil
+		}
+		sleep(ctx, wait)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		wait = min(wait*2, 50*time.Millisecond)
+	}
+}
+
+// finish completes the report: what the transform holds, the drain
+// failures on its sources, its paused columns, the verdict.
+func (c *check) finish(ctx context.Context, t *catalog.Transform) (*Report, error) {
+	rep := &c.rep
+	var count int64
+	var oldest *time.Time
+	if err := c.r.Pool.QueryRow(ctx, c.r.Cat.SQL(sqlHeld), t.ID).Scan(&count, &oldest); err != nil {
+		return nil, err
+	}
+	if count > 0 && oldest != nil {
+		rep.HeldKeys = &Held{Count: count, OldestPoisonedAt: oldest.UTC().Truncate(time.Microsecond)}
+	}
+	names := []string{t.Spec.Source.Schema + "." + t.Spec.Source.Table}
+	if j := t.Spec.Join; j != nil {
+		names = append(names, j.Source.Schema+"."+j.Source.Table)
+	}
+	rows, err := c.r.Pool.Query(ctx, c.r.Cat.SQL(sqlDrainFailures), names)
+	if err != nil {
+		return nil, err
+	}
+	rep.DrainFailures, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (DrainFailure, error) {
+		var d DrainFailure
+		err := r.Scan(&d.SegSeq, &d.Tables, &d.Error, &d.SQLState, &d.Since, &d.LastSeen, &d.Attempts)
+		d.Since, d.LastSeen = d.Since.UTC().Truncate(time.Microsecond), d.LastSeen.UTC().Truncate(time.Microsecond)
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading drain failures: %w", err)
+	}
+	if len(rep.DrainFailures) == 0 {
+		rep.DrainFailures = nil
+	}
+	for _, col := range t.Spec.Columns {
+		if col.Paused {
+			rep.PausedColumns = append(rep.PausedColumns, col.Name)
+		}
+	}
+	rep.Outcome = OutcomeConsistent
+	if n := rep.Missing + rep.Extra + rep.Differing; n > 0 {
+		rep.Outcome = OutcomeDiverged
+		rep.Truncated = n > int64(len(rep.Divergences))
+	}
+	rep.FinishedAt = time.Now().UTC().Truncate(time.Microsecond)
+	return rep, nil
+}

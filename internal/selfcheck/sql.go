@@ -1,0 +1,91 @@
+package selfcheck
+
+// The self-check's SQL; %[1]s is the quoted catalog schema.
+const (
+	// A new job, or the finished one of the transform replaced by it. No row
+	// when the transform has an unfinished job: that one stands.
+	sqlStart = `
+INSERT INTO %[1]s.self_checks (transform_id, mode, timeout_ms) VALUES ($1, $2, $3)
+ON CONFLICT (transform_id) DO UPDATE SET id = DEFAULT, mode = EXCLUDED.mode, timeout_ms = EXCLUDED.timeout_ms,
+    state = 'queued', rows_compared = 0, report = NULL, error = NULL, claim = NULL, heartbeat_at = NULL,
+    queued_at = clock_timestamp(), started_at = NULL, finished_at = NULL
+WHERE %[1]s.self_checks.state IN ('done', 'failed', 'cancelled')
+RETURNING id`
+	sqlJobOf = `SELECT id FROM %[1]s.self_checks WHERE transform_id = $1`
+
+	sqlJob = `
+SELECT j.id, j.transform_id, t.target_schema, t.target_name, j.mode, j.timeout_ms, j.state, j.rows_compared,
+       j.report, j.error, j.queued_at, j.started_at, j.finished_at
+FROM %[1]s.self_checks j JOIN %[1]s.transforms t ON t.id = j.transform_id
+WHERE j.id = $1`
+
+	// A queued job, or a running one whose runner stopped beating.
+	sqlClaim = `
+UPDATE %[1]s.self_checks SET state = 'running', claim = $1, heartbeat_at = clock_timestamp(),
+    started_at = clock_timestamp(), rows_compared = 0
+WHERE id = (SELECT id FROM %[1]s.self_checks
+            WHERE state = 'queued' OR (state = 'running' AND heartbeat_at < clock_timestamp() - $2 * interval '1 millisecond')
+            ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
+RETURNING id, transform_id, mode, timeout_ms`
+	sqlBeat = `
+UPDATE %[1]s.self_checks SET heartbeat_at = clock_timestamp()
+WHERE id = $1 AND claim = $2 AND state = 'running'`
+	sqlProgress = `
+UPDATE %[1]s.self_checks SET rows_compared = $3, heartbeat_at = clock_timestamp()
+WHERE id = $1 AND claim = $2 AND state = 'running'`
+	sqlFinish = `
+UPDATE %[1]s.self_checks SET state = $3, report = $4, error = $5, rows_compared = coalesce($6, rows_compared),
+    finished_at = clock_timestamp(), claim = NULL, heartbeat_at = NULL
+WHERE id = $1 AND claim = $2 AND state = 'running'`
+	sqlRequeue = `
+UPDATE %[1]s.self_checks SET state = 'queued', claim = NULL, heartbeat_at = NULL, started_at = NULL, rows_compared = 0
+WHERE id = $1 AND claim = $2 AND state = 'running'`
+
+	// The drained frontier: the newest cut whose pages, and all older
+	// ones', are done. Every ledger row visible in its snapshot is applied.
+	sqlFrontier = `
+SELECT snap::text FROM %[1]s.cuts
+WHERE n <= coalesce((SELECT min(cut) - 1 FROM %[1]s.pages WHERE NOT done), (SELECT max(n) FROM %[1]s.cuts))
+ORDER BY n DESC LIMIT 1`
+
+	// The changes of the sources $1 that the snapshot sees committed and
+	// not applied: past the frontier ($2), and in no page that is done.
+	sqlInFlight = `
+SELECT l.src, l.key, l.vals FROM %[1]s.ledger l
+WHERE l.src = ANY ($1::int[])
+  AND NOT coalesce(pg_visible_in_snapshot(l.xid, $2::pg_snapshot), false)
+  AND NOT EXISTS (SELECT 1 FROM %[1]s.pages p
+                  WHERE p.done AND l.bucket = ANY (p.buckets)
+                    AND pg_visible_in_snapshot(l.xid, p.hi) AND NOT pg_visible_in_snapshot(l.xid, p.lo))
+GROUP BY l.src, l.key, l.vals`
+
+	sqlHeldUnits = `SELECT key FROM %[1]s.quarantine WHERE transform_id = $1 AND column_name = ''`
+	sqlHeld      = `SELECT count(*), min(at) FROM %[1]s.quarantine WHERE transform_id = $1 AND column_name = ''`
+
+	sqlDrainFailures = `
+SELECT p.id, coalesce(p.tables, '{}'), coalesce(p.last_error, ''), p.last_sqlstate, p.first_failed, p.last_failed, p.attempts
+FROM %[1]s.pages p
+WHERE NOT p.done AND p.attempts > 0 AND p.tables && $1::text[]
+ORDER BY p.id`
+
+	sqlSnapshot = `SELECT pg_current_snapshot()::text`
+
+	// The oldest cut whose snapshot sees everything the token sees.
+	sqlCovering = `
+SELECT n FROM %[1]s.cuts c
+WHERE pg_snapshot_xmax($1::pg_snapshot) <= pg_snapshot_xmax(c.snap)
+  AND NOT EXISTS (SELECT 1 FROM pg_snapshot_xip(c.snap) x
+                  WHERE x < pg_snapshot_xmax($1::pg_snapshot) AND pg_visible_in_snapshot(x, $1::pg_snapshot))
+ORDER BY n LIMIT 1`
+
+	// Whether a page up to cut $1 that is not done holds changes of the
+	// sources $2.
+	sqlSourcesPending = `
+SELECT EXISTS (
+  SELECT 1 FROM %[1]s.pages p
+  WHERE NOT p.done AND p.cut <= $1
+    AND EXISTS (SELECT 1 FROM %[1]s.ledger l
+                WHERE l.bucket = ANY (p.buckets) AND l.src = ANY ($2::int[])
+                  AND l.xid >= pg_snapshot_xmin(p.lo) AND l.xid < pg_snapshot_xmax(p.hi)
+                  AND pg_visible_in_snapshot(l.xid, p.hi) AND NOT pg_visible_in_snapshot(l.xid, p.lo)))`
+)
