@@ -30,6 +30,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/drain"
 	"github.com/trellis-pg/trellis/internal/engine"
 	"github.com/trellis-pg/trellis/internal/logq"
+	"github.com/trellis-pg/trellis/internal/metrics"
 	"github.com/trellis-pg/trellis/internal/staging"
 )
 
@@ -43,6 +44,8 @@ type Client struct {
 	work   *pgxpool.Pool // background workers; nil without any
 	eng    *engine.Engine
 	cat    *catalog.Catalog
+
+	metrics *metrics.Instance // this instance's series in the process-wide registry
 
 	closeCtx  context.Context
 	cancel    context.CancelFunc
@@ -103,10 +106,11 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		pool:   pool,
 		cat:    catalog.New(opts.Schema),
 	}
+	c.metrics = metrics.Open(db + "/" + opts.Schema) // the label the logs carry, on every series
 	c.closeCtx, c.cancel = context.WithCancel(context.Background())
 	names := capture.Names{Catalog: opts.Schema}
 	c.eng = &engine.Engine{Pool: pool, Cat: c.cat, Names: names, TargetSchema: opts.TargetSchema,
-		Drain: &drain.Engine{Pool: pool, Cat: c.cat, Logger: c.logger, PollInterval: opts.PollInterval}}
+		Drain: &drain.Engine{Pool: pool, Cat: c.cat, Logger: c.logger, PollInterval: opts.PollInterval, Metrics: c.metrics}}
 	if opts.Staging || opts.DrainWorkers > 0 {
 		if err := c.startWorkers(ctx, names); err != nil {
 			c.Close()
@@ -170,12 +174,12 @@ func (c *Client) startWorkers(ctx context.Context, names capture.Names) error {
 
 	if c.opts.Staging {
 		w := &staging.Worker{Pool: c.work, Cat: c.cat, Names: names, Logger: c.logger.With("service", "staging"),
-			Wake: c.bus.staging, PollInterval: max(c.opts.PollInterval, 250*time.Millisecond),
-			Drain: &drain.Engine{Pool: c.work, Cat: c.cat, Logger: c.logger.With("service", "staging")}}
+			Wake: c.bus.staging, PollInterval: max(c.opts.PollInterval, 250*time.Millisecond), Metrics: c.metrics,
+			Drain: &drain.Engine{Pool: c.work, Cat: c.cat, Logger: c.logger.With("service", "staging"), Metrics: c.metrics}}
 		c.wg.Add(1)
 		go func() { defer c.wg.Done(); c.runStaging(w) }()
 	}
-	de := &drain.Engine{Pool: c.work, Cat: c.cat, Logger: c.logger.With("service", "drain"), PollInterval: c.opts.PollInterval}
+	de := &drain.Engine{Pool: c.work, Cat: c.cat, Logger: c.logger.With("service", "drain"), PollInterval: c.opts.PollInterval, Metrics: c.metrics}
 	for i := 0; i < c.opts.DrainWorkers; i++ {
 		w := de.NewWorker(i, c.bus.subscribe())
 		c.wg.Add(1)
@@ -258,6 +262,7 @@ func (c *Client) Close() error {
 			c.work.Close()
 		}
 		c.pool.Close()
+		c.metrics.Close()
 		c.logs.Close()
 	})
 	return nil

@@ -23,6 +23,7 @@ import (
 
 	"github.com/trellis-pg/trellis/internal/capture"
 	"github.com/trellis-pg/trellis/internal/catalog"
+	"github.com/trellis-pg/trellis/internal/metrics"
 	"github.com/trellis-pg/trellis/internal/plan"
 )
 
@@ -42,6 +43,8 @@ type Engine struct {
 	Logger *slog.Logger
 	// PollInterval is how often an idle worker looks for work without a wake-up.
 	PollInterval time.Duration
+	// Metrics counts pages, keys and quarantines (nil: not counted).
+	Metrics *metrics.Instance
 }
 
 // KeyLock is the advisory-lock key that serialises recomputes of one
@@ -81,6 +84,7 @@ type Worker struct {
 	// quarantined columns.
 	holds       map[int]bool
 	quarantined map[int][]string
+	applied     int // target keys the page being applied recomputes (metrics)
 }
 
 // NewWorker returns a worker; wake delivers wake-ups (may be nil).
@@ -160,6 +164,7 @@ func (w *Worker) DrainOne(ctx context.Context) (bool, error) {
 // drainPage claims the next page, or with careful the page of that id, and
 // applies it.
 func (w *Worker) drainPage(ctx context.Context, careful int64) (bool, error) {
+	start := time.Now()
 	tx, err := w.e.Pool.Begin(ctx)
 	if err != nil {
 		return false, err
@@ -189,6 +194,7 @@ func (w *Worker) drainPage(ctx context.Context, careful int64) (bool, error) {
 		} else if err := tx.Commit(ctx); err != nil {
 			applyErr = err
 		} else {
+			w.e.Metrics.DrainPage(time.Since(start), w.applied)
 			return true, nil
 		}
 	}
@@ -240,10 +246,12 @@ func (w *Worker) halt(ctx context.Context, cause error) bool {
 		return false
 	}
 	w.e.Logger.Error("applying halted on a transform; it is paused until RESUME", "target", te.t.Target.String(), "error", pe.Message)
+	w.e.Metrics.CaptureFailures("halt", 1)
 	return true
 }
 
 func (w *Worker) recordFailure(ctx context.Context, p *page, srcs []int, cause error) {
+	w.e.Metrics.DrainPageFailed()
 	var sqlstate *string
 	var pe *pgconn.PgError
 	if errors.As(cause, &pe) {
@@ -350,6 +358,7 @@ func collect(ctx context.Context, tx pgx.Tx, sql string, scan func(pgx.Rows) err
 // its sources. It returns the page's source ids (for failure reports).
 // Carefully, a transform on which a row fails is diagnosed key by key.
 func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *page, careful bool) ([]int, error) {
+	w.applied = 0
 	if err := w.reload(ctx, tx); err != nil {
 		return nil, fmt.Errorf("loading definitions: %w", err)
 	}
@@ -444,6 +453,7 @@ func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *page, careful bool
 		if err := apply(ctx, tx); err != nil {
 			return srcs, &transformError{t: wk.t, err: err}
 		}
+		w.applied += len(wk.keys)
 		if q := w.quarantined[id]; len(q) > 0 {
 			if err := w.refreshSamples(ctx, tx, wk, q); err != nil {
 				return srcs, &transformError{t: wk.t, err: err}

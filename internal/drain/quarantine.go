@@ -286,9 +286,11 @@ func (w *Worker) quarantineColumns(ctx context.Context, tx pgx.Tx, wk *work, col
 		if i < 0 {
 			continue
 		}
-		if _, err := tx.Exec(ctx, w.e.Cat.SQL(sqlQuarantineColumn), wk.t.ID, fmt.Sprint(i), name, fs[0].msg, fs[0].state); err != nil {
+		tag, err := tx.Exec(ctx, w.e.Cat.SQL(sqlQuarantineColumn), wk.t.ID, fmt.Sprint(i), name, fs[0].msg, fs[0].state)
+		if err != nil {
 			return fmt.Errorf("quarantining %s.%s: %w", wk.t.Target.Name, name, err)
 		}
+		w.e.Metrics.ColumnsQuarantined(int(tag.RowsAffected()))
 		if err := w.recordRows(ctx, tx, wk, name, fs, false); err != nil {
 			return err
 		}
@@ -312,6 +314,7 @@ func (w *Worker) recordRows(ctx context.Context, tx pgx.Tx, wk *work, column str
 	if !held {
 		return nil
 	}
+	w.e.Metrics.KeysPoisoned(len(fs))
 	w.e.Logger.Warn("keys poisoned: their changes are held for this transform until released",
 		"target", wk.t.Target.String(), "keys", len(fs), "error", fs[0].msg)
 	return w.e.Cat.BumpGen(ctx, tx)

@@ -349,6 +349,9 @@ func (e *Engine) DetectCaptureDisruptions(ctx context.Context) ([]string, error)
 		if err != nil {
 			return err
 		}
+		if e.Drain != nil {
+			e.Drain.Metrics.CaptureFailures("disruption", len(found))
+		}
 		if len(found) > 0 {
 			if err := e.Cat.BumpGen(ctx, tx); err != nil {
 				return err

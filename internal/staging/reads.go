@@ -70,6 +70,7 @@ func (w *Worker) checkReads(ctx context.Context, tx pgx.Tx) ([]int, bool, error)
 				return nil, paused, err
 			}
 			paused = true
+			w.Metrics.CaptureFailures("capture", 1)
 			w.Logger.Error("a source column a transform reads is gone; it is paused until RESUME",
 				"target", t.Target.String(), "table", p.Table, "columns", strings.Join(p.Columns, ","), "reason", msg)
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/drain"
 	"github.com/trellis-pg/trellis/internal/ident"
+	"github.com/trellis-pg/trellis/internal/metrics"
 	"github.com/trellis-pg/trellis/internal/plan"
 )
 
@@ -44,12 +45,17 @@ type Worker struct {
 	PollInterval time.Duration
 	// Drain re-derives, key by key, a build page on which a row failed.
 	Drain *drain.Engine
+	// Metrics counts builds and disruptions and samples the instance's
+	// gauges (nil: neither).
+	Metrics *metrics.Instance
 
 	lastMaintain time.Time
+	built        int64 // rows the build page being run wrote (metrics)
 }
 
 // Run works until ctx ends.
 func (w *Worker) Run(ctx context.Context) {
+	defer w.Metrics.ForgetSample()
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		busy, err := w.Pass(ctx)
@@ -107,6 +113,9 @@ func (w *Worker) Pass(ctx context.Context) (bool, error) {
 			return busy, err
 		}
 		w.lastMaintain = time.Now()
+		if err := w.Metrics.Sample(ctx, w.Pool, w.Cat); err != nil && ctx.Err() == nil {
+			w.Logger.Warn("sampling the metrics failed", "error", err)
+		}
 	}
 	return busy, nil
 }
@@ -217,6 +226,7 @@ func (w *Worker) buildStep(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	for _, id := range ids {
+		w.built = 0
 		done, err := w.buildPage(ctx, id)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -230,6 +240,7 @@ func (w *Worker) buildStep(ctx context.Context) (bool, error) {
 		if _, err := w.Pool.Exec(ctx, w.Cat.SQL(sqlBuildOK), id); err != nil {
 			return false, err
 		}
+		w.Metrics.BuildPage(w.built, done != nil)
 		if done != nil {
 			// Fresh statistics, so the drain's plans over the new target
 			// use its indexes from the start.
@@ -306,9 +317,11 @@ func (w *Worker) buildPage(ctx context.Context, id int) (*plan.Target, error) {
 				return err
 			}
 			w.Logger.Info("build finished; transform is live", "target", t.Target.String())
+			w.built = upserted
 			finished = &t.Target
 			return nil
 		}
+		w.built = upserted
 		_, err = tx.Exec(ctx, w.Cat.SQL(sqlBuildProgress), t.ID, upper, upserted)
 		return err
 	})
@@ -325,6 +338,7 @@ const BuildAttempts = 5
 func (w *Worker) buildFailed(ctx context.Context, id int, cause error) {
 	var attempts int
 	var state string
+	defer func() { w.Metrics.BuildPageFailed(state == catalog.StatePaused) }()
 	err := w.Pool.QueryRow(ctx, w.Cat.SQL(sqlBuildFailed), id, cause.Error(), BuildAttempts).Scan(&attempts, &state)
 	if err != nil {
 		w.Logger.Error("recording a build failure", "transform_id", id, "error", err, "cause", cause)
@@ -346,6 +360,7 @@ func (w *Worker) buildShape(ctx context.Context, tx pgx.Tx, t *catalog.Transform
 	if err != nil {
 		return fmt.Errorf("building %s: %w", t.Target, err)
 	}
+	w.built = n
 	if _, err := tx.Exec(ctx, w.Cat.SQL(sqlBuildDone), t.ID, n); err != nil {
 		return err
 	}
@@ -478,6 +493,7 @@ func (w *Worker) detectDisruptions(ctx context.Context) error {
 		for _, d := range found {
 			w.Logger.Error("capture was changed outside Trellis; its readers are paused until RESUME", "table", d.Table, "reason", d.Reason)
 		}
+		w.Metrics.CaptureFailures("disruption", len(found))
 		if len(found) > 0 {
 			if _, err := tx.Exec(ctx, w.Cat.SQL(sqlBumpGen)); err != nil {
 				return err

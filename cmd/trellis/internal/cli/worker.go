@@ -46,9 +46,10 @@ func migrateHint(g *globals, err error) error {
 
 func newWorkerCmd(g *globals) *cobra.Command {
 	var (
-		staging  bool
-		drain    int
-		logLevel string
+		staging     bool
+		drain       int
+		logLevel    string
+		metricsAddr string
 	)
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -59,7 +60,11 @@ SIGINT or SIGTERM, then stops cleanly and exits 0.
 Exactly one process per instance runs the staging worker (--staging, the
 default); any number may run drain workers. Run it as a sidecar next to a
 service written in any language. The catalog must be migrated first
-(trellis migrate).`,
+(trellis migrate).
+
+With --metrics-addr, it serves Prometheus metrics at http://ADDR/metrics:
+every series of the instance (labelled trellis_instance) and the process's
+own.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if drain < 0 {
@@ -74,6 +79,11 @@ service written in any language. The catalog must be migrated first
 			}
 			logger := g.logger(level)
 			ctx := cmd.Context()
+			stopMetrics, err := serveMetrics(metricsAddr, logger)
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
 			c, err := g.connect(ctx, trellis.Options{Staging: staging, DrainWorkers: drain, Logger: logger})
 			if err != nil {
 				return migrateHint(g, err)
@@ -90,6 +100,7 @@ service written in any language. The catalog must be migrated first
 	f.BoolVar(&staging, "staging", true, "run the instance's staging worker (exactly one process per instance)")
 	f.IntVar(&drain, "drain", 2, "number of drain workers")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. :9187; port 0 picks a free one); off when empty")
 	return cmd
 }
 

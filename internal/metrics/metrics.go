@@ -1,0 +1,322 @@
+// Package metrics is the process-wide registry of the engine's Prometheus
+// series. Every series carries the trellis_instance label
+// ("<database>/<catalog schema>", the value the logs carry), so the
+// clients of several instances in one process stay apart.
+//
+// Counters and histograms are observed in Go where the work happens (a
+// drain page, a build page, a quarantine), at no extra SQL. Gauges of the
+// instance's state are sampled with one catalog query by the staging
+// worker, at most every SampleEvery, so only the process running the
+// instance's staging worker reports them.
+package metrics
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+)
+
+// InstanceLabel is the label every series carries.
+const InstanceLabel = "trellis_instance"
+
+// SampleEvery is the least time between two samples of an instance's gauges.
+const SampleEvery = 2 * time.Second
+
+// States are the transform states trellis_transforms reports, as the
+// catalog keeps them (a transform catching up is live in the catalog).
+var States = []string{"waiting_to_backfill", "backfilling", "live", "paused"}
+
+// CaptureFailureKinds are the kinds trellis_capture_failures_total counts.
+var CaptureFailureKinds = []string{"disruption", "capture", "halt"}
+
+// families are every series family of the engine.
+type families struct {
+	drainPages   *prometheus.CounterVec
+	drainKeys    *prometheus.CounterVec
+	drainSeconds *prometheus.HistogramVec
+	quarantine   *prometheus.CounterVec
+	buildPages   *prometheus.CounterVec
+	builds       *prometheus.CounterVec
+	buildRows    *prometheus.CounterVec
+	captureFails *prometheus.CounterVec
+
+	lag          *prometheus.GaugeVec
+	pending      *prometheus.GaugeVec
+	ledgerRows   *prometheus.GaugeVec
+	quarantCols  *prometheus.GaugeVec
+	heldKeys     *prometheus.GaugeVec
+	transforms   *prometheus.GaugeVec
+	sampleErrors *prometheus.CounterVec
+}
+
+func newFamilies() *families {
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, append([]string{InstanceLabel}, labels...))
+	}
+	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, append([]string{InstanceLabel}, labels...))
+	}
+	return &families{
+		drainPages: counter("trellis_drain_pages_total",
+			"Drain pages finished: ok (applied and committed) or failed (recorded as a drain failure and retried with backoff).", "result"),
+		drainKeys: counter("trellis_drain_keys_applied_total",
+			"Target keys recomputed by applied drain pages, summed over the transforms each page touched."),
+		drainSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "trellis_drain_page_seconds",
+			Help:    "Time to apply one drain page, from its claim to its commit (applied pages only).",
+			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+		}, []string{InstanceLabel}),
+		quarantine: counter("trellis_quarantine_events_total",
+			"Quarantine events: a column paused because it failed on rows (kind column), or keys poisoned and held (kind key, one per key).", "kind"),
+		buildPages: counter("trellis_build_pages_total",
+			"Build (backfill) pages run by the staging worker: ok, or failed (retried with backoff).", "result"),
+		builds: counter("trellis_builds_total",
+			"Builds (backfills) ended: finished (the transform is live) or paused (the build kept failing).", "result"),
+		buildRows: counter("trellis_build_rows_total",
+			"Target rows written by build pages."),
+		captureFails: counter("trellis_capture_failures_total",
+			"Transforms' sources found with broken capture, by kind: disruption (capture changed outside Trellis), capture (a source column read or the primary key lost), halt (the target changed outside Trellis).", "kind"),
+
+		lag: gauge("trellis_drain_lag_seconds",
+			"Seconds since the oldest cut of the ledger with a page not yet applied was taken; 0 when every cut is applied. Sampled by the staging worker."),
+		pending: gauge("trellis_drain_pages_pending",
+			"Drain pages cut and not yet applied. Sampled by the staging worker."),
+		ledgerRows: gauge("trellis_ledger_rows",
+			"Rows in the ledger ring, applied or not (applied rows leave when their segment is truncated), estimated from PostgreSQL's table statistics. Sampled by the staging worker."),
+		quarantCols: gauge("trellis_quarantined_columns",
+			"Columns paused because they failed on rows. Sampled by the staging worker."),
+		heldKeys: gauge("trellis_held_keys",
+			"Keys poisoned and held by their transform until released. Sampled by the staging worker."),
+		transforms: gauge("trellis_transforms",
+			"Transforms by state (a transform catching up counts as live). Sampled by the staging worker.", "state"),
+		sampleErrors: counter("trellis_metrics_sample_errors_total",
+			"Failed samples of the instance's gauges by the staging worker (the gauges keep their last values)."),
+	}
+}
+
+func (f *families) collectors() []prometheus.Collector {
+	return []prometheus.Collector{f.drainPages, f.drainKeys, f.drainSeconds, f.quarantine, f.buildPages, f.builds,
+		f.buildRows, f.captureFails, f.lag, f.pending, f.ledgerRows, f.quarantCols, f.heldKeys, f.transforms, f.sampleErrors}
+}
+
+// sampled are the families the staging worker samples.
+func (f *families) sampled() []*prometheus.GaugeVec {
+	return []*prometheus.GaugeVec{f.lag, f.pending, f.ledgerRows, f.quarantCols, f.heldKeys, f.transforms}
+}
+
+// collector is every family as one prometheus.Collector.
+type collector struct{ f *families }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, x := range c.f.collectors() {
+		x.Describe(ch)
+	}
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	for _, x := range c.f.collectors() {
+		x.Collect(ch)
+	}
+}
+
+// The process-wide registry. It is the one mutable global of the module:
+// one registry per process is what the design asks for, so that every
+// client's series reach one scrape.
+var (
+	fam      = newFamilies()
+	registry = prometheus.NewRegistry()
+
+	mu        sync.Mutex
+	instances = map[string]*Instance{}
+)
+
+func init() {
+	registry.MustRegister(collector{fam})
+}
+
+// Collector is every series of the process, for a host's registry.
+func Collector() prometheus.Collector { return collector{fam} }
+
+// Gatherer is the process-wide registry.
+func Gatherer() prometheus.Gatherer { return registry }
+
+// Render is the process-wide registry in the Prometheus text exposition
+// format.
+func Render() string {
+	mfs, err := registry.Gather()
+	var b bytes.Buffer
+	enc := expfmt.NewEncoder(&b, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range mfs {
+		if eerr := enc.Encode(mf); eerr != nil && err == nil {
+			err = eerr
+		}
+	}
+	if err != nil {
+		// Not expected of the engine's own collectors; said as a comment,
+		// which scrapers ignore, rather than lost.
+		fmt.Fprintf(&b, "# trellis: rendering the metrics failed: %v\n", err)
+	}
+	return b.String()
+}
+
+// Instance is one instance's series. Its methods are safe for concurrent
+// use, and do nothing on a nil *Instance (engines built without metrics,
+// as in tests).
+type Instance struct {
+	label string
+	refs  int // under mu
+
+	pagesOK, pagesFailed          prometheus.Counter
+	keys                          prometheus.Counter
+	pageSeconds                   prometheus.Observer
+	quarantinedCols, poisonedKeys prometheus.Counter
+	buildPagesOK, buildPagesFail  prometheus.Counter
+	buildsDone, buildsPaused      prometheus.Counter
+	buildRows                     prometheus.Counter
+	captureFails                  map[string]prometheus.Counter
+	sampleErrors                  prometheus.Counter
+
+	smu        sync.Mutex
+	lastSample time.Time
+}
+
+// Open returns the series of the instance label ("<database>/<catalog
+// schema>"), shared by every client of that instance in the process.
+// Close it when the client closes: the instance's series leave the
+// registry when its last client closes.
+func Open(label string) *Instance {
+	mu.Lock()
+	defer mu.Unlock()
+	if in := instances[label]; in != nil {
+		in.refs++
+		return in
+	}
+	in := &Instance{
+		label:           label,
+		refs:            1,
+		pagesOK:         fam.drainPages.WithLabelValues(label, "ok"),
+		pagesFailed:     fam.drainPages.WithLabelValues(label, "failed"),
+		keys:            fam.drainKeys.WithLabelValues(label),
+		pageSeconds:     fam.drainSeconds.WithLabelValues(label),
+		quarantinedCols: fam.quarantine.WithLabelValues(label, "column"),
+		poisonedKeys:    fam.quarantine.WithLabelValues(label, "key"),
+		buildPagesOK:    fam.buildPages.WithLabelValues(label, "ok"),
+		buildPagesFail:  fam.buildPages.WithLabelValues(label, "failed"),
+		buildsDone:      fam.builds.WithLabelValues(label, "finished"),
+		buildsPaused:    fam.builds.WithLabelValues(label, "paused"),
+		buildRows:       fam.buildRows.WithLabelValues(label),
+		captureFails:    map[string]prometheus.Counter{},
+		sampleErrors:    fam.sampleErrors.WithLabelValues(label),
+	}
+	for _, k := range CaptureFailureKinds {
+		in.captureFails[k] = fam.captureFails.WithLabelValues(label, k)
+	}
+	instances[label] = in
+	return in
+}
+
+// Close releases the caller's share of the instance; the last one removes
+// the instance's series from the registry.
+func (in *Instance) Close() {
+	if in == nil {
+		return
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if in.refs--; in.refs > 0 {
+		return
+	}
+	delete(instances, in.label)
+	only := prometheus.Labels{InstanceLabel: in.label}
+	for _, c := range fam.collectors() {
+		if v, ok := c.(interface {
+			DeletePartialMatch(prometheus.Labels) int
+		}); ok {
+			v.DeletePartialMatch(only)
+		}
+	}
+}
+
+// Label is the instance's trellis_instance value.
+func (in *Instance) Label() string {
+	if in == nil {
+		return ""
+	}
+	return in.label
+}
+
+// DrainPage counts a drain page applied in d, recomputing keys target keys.
+func (in *Instance) DrainPage(d time.Duration, keys int) {
+	if in == nil {
+		return
+	}
+	in.pagesOK.Inc()
+	in.keys.Add(float64(keys))
+	in.pageSeconds.Observe(d.Seconds())
+}
+
+// DrainPageFailed counts a drain page that failed and is retried.
+func (in *Instance) DrainPageFailed() {
+	if in == nil {
+		return
+	}
+	in.pagesFailed.Inc()
+}
+
+// ColumnsQuarantined counts n columns paused on failing rows.
+func (in *Instance) ColumnsQuarantined(n int) {
+	if in == nil || n <= 0 {
+		return
+	}
+	in.quarantinedCols.Add(float64(n))
+}
+
+// KeysPoisoned counts n keys poisoned (held by their transform).
+func (in *Instance) KeysPoisoned(n int) {
+	if in == nil || n <= 0 {
+		return
+	}
+	in.poisonedKeys.Add(float64(n))
+}
+
+// BuildPage counts a build page that wrote rows target rows; finished says
+// the build is done.
+func (in *Instance) BuildPage(rows int64, finished bool) {
+	if in == nil {
+		return
+	}
+	in.buildPagesOK.Inc()
+	if rows > 0 {
+		in.buildRows.Add(float64(rows))
+	}
+	if finished {
+		in.buildsDone.Inc()
+	}
+}
+
+// BuildPageFailed counts a failed build page; paused says its transform
+// paused because the build kept failing.
+func (in *Instance) BuildPageFailed(paused bool) {
+	if in == nil {
+		return
+	}
+	in.buildPagesFail.Inc()
+	if paused {
+		in.buildsPaused.Inc()
+	}
+}
+
+// CaptureFailures counts n capture failures of kind (one of
+// CaptureFailureKinds).
+func (in *Instance) CaptureFailures(kind string, n int) {
+	if in == nil || n <= 0 {
+		return
+	}
+	if c := in.captureFails[kind]; c != nil {
+		c.Add(float64(n))
+	}
+}

@@ -1,0 +1,83 @@
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/trellis-pg/trellis/internal/catalog"
+)
+
+// sqlSample reads every sampled gauge in one statement; %[1]s is the
+// quoted catalog schema, $1 the qualified ledger. Each part is an index
+// lookup or a count over a small catalog table: not-done pages (partial
+// index), quarantined columns, held keys (partial index), transforms. The
+// ledger's size comes from the statistics PostgreSQL keeps, not a scan.
+const sqlSample = `
+SELECT (SELECT count(*) FROM %[1]s.pages WHERE NOT done),
+       coalesce((SELECT extract(epoch FROM clock_timestamp() - c.cut_at)::float8 FROM %[1]s.cuts c
+                 WHERE c.n = (SELECT min(cut) FROM %[1]s.pages WHERE NOT done)), 0),
+       (SELECT coalesce(sum(pg_stat_get_live_tuples(i.inhrelid)), 0)::bigint FROM pg_inherits i
+        WHERE i.inhparent = to_regclass($1)),
+       (SELECT count(*) FROM %[1]s.quarantined_columns WHERE error <> ''),
+       (SELECT count(*) FROM %[1]s.quarantine WHERE column_name = ''),
+       t.waiting, t.backfilling, t.live, t.paused
+FROM (SELECT count(*) FILTER (WHERE state = 'waiting_to_backfill') AS waiting,
+             count(*) FILTER (WHERE state = 'backfilling') AS backfilling,
+             count(*) FILTER (WHERE state = 'live') AS live,
+             count(*) FILTER (WHERE state = 'paused') AS paused
+      FROM %[1]s.transforms) t`
+
+// Sample reads the instance's gauges from its catalog, unless the last
+// sample is younger than SampleEvery. The staging worker calls it from its
+// maintenance pass. A failed sample is counted and returned; the gauges
+// keep their last values.
+func (in *Instance) Sample(ctx context.Context, q catalog.Querier, cat *catalog.Catalog) error {
+	if in == nil {
+		return nil
+	}
+	in.smu.Lock()
+	defer in.smu.Unlock()
+	if time.Since(in.lastSample) < SampleEvery {
+		return nil
+	}
+	in.lastSample = time.Now()
+	var pending, ledger, cols, held int64
+	var lag float64
+	states := make([]int64, len(States))
+	err := q.QueryRow(ctx, cat.SQL(sqlSample), cat.Q()+".ledger").Scan(&pending, &lag, &ledger, &cols, &held,
+		&states[0], &states[1], &states[2], &states[3])
+	if err != nil {
+		if ctx.Err() == nil {
+			in.sampleErrors.Inc()
+		}
+		return fmt.Errorf("sampling the metrics' gauges: %w", err)
+	}
+	l := in.label
+	fam.pending.WithLabelValues(l).Set(float64(pending))
+	fam.lag.WithLabelValues(l).Set(lag)
+	fam.ledgerRows.WithLabelValues(l).Set(float64(ledger))
+	fam.quarantCols.WithLabelValues(l).Set(float64(cols))
+	fam.heldKeys.WithLabelValues(l).Set(float64(held))
+	for i, s := range States {
+		fam.transforms.WithLabelValues(l, s).Set(float64(states[i]))
+	}
+	return nil
+}
+
+// ForgetSample removes the instance's sampled gauges: the staging worker
+// that sampled them stopped, and another process may sample them now.
+func (in *Instance) ForgetSample() {
+	if in == nil {
+		return
+	}
+	in.smu.Lock()
+	defer in.smu.Unlock()
+	in.lastSample = time.Time{}
+	only := prometheus.Labels{InstanceLabel: in.label}
+	for _, g := range fam.sampled() {
+		g.DeletePartialMatch(only)
+	}
+}
