@@ -410,3 +410,25 @@ func (p *Plan) BuildPageKeys(hasLower, hasUpper, withTarget bool) string {
 	}
 	return q
 }
+
+// BuildPageNext inserts the next page of an initial build: the first n
+// rows past the cursor ($1..$k the cursor's key values as text, absent on
+// the first page), in key order. It returns how many rows it inserted and
+// the last one's key as text (the next cursor), in one statement, so no
+// query looks for the page's end first. Rows failing the WHERE are passed
+// over; the page's end is the last key inserted.
+func (p *Plan) BuildPageNext(hasLower bool, n int) string {
+	var conds []string
+	if hasLower {
+		conds = append(conds, keyTuple(p.srcKey())+" > "+p.cursorTuple(1))
+	}
+	src := fmt.Sprintf("SELECT %s FROM %s%s ORDER BY %s LIMIT %d",
+		p.selectList(), p.from(), p.where(conds...), strings.Join(p.srcKey(), ", "), n)
+	var texts, desc []string
+	for _, k := range p.Spec.Source.KeyCols {
+		texts = append(texts, ident.Quote(k)+"::text")
+		desc = append(desc, ident.Quote(k)+" DESC")
+	}
+	return fmt.Sprintf("WITH ins AS (INSERT INTO %s (%s) %s RETURNING %s) SELECT count(*), (SELECT ARRAY[%s] FROM ins ORDER BY %s LIMIT 1) FROM ins",
+		p.Target.Quoted(), ident.List(p.columnNames()), src, ident.List(p.Spec.Source.KeyCols), strings.Join(texts, ", "), strings.Join(desc, ", "))
+}

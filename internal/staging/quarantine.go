@@ -40,6 +40,39 @@ func (w *Worker) buildRange(ctx context.Context, tx pgx.Tx, t *catalog.Transform
 	return int64(len(keys)), w.Drain.BuildKeys(ctx, tx, t, keys)
 }
 
+// nextInitialPage inserts the next page of an initial build in one
+// statement (plan.BuildPageNext). It reports fast = false, having changed
+// nothing, when a row of the page fails: the caller then builds the page
+// the careful way.
+func (w *Worker) nextInitialPage(ctx context.Context, tx pgx.Tx, t *catalog.Transform, hasLower bool, lowerArgs []any) (upper []string, rows int64, last, fast bool, err error) {
+	var end []string
+	err = w.savepoint(ctx, tx, func() error {
+		return tx.QueryRow(ctx, t.Plan().BuildPageNext(hasLower, BuildPageRows), lowerArgs...).Scan(&rows, &end)
+	})
+	if err != nil {
+		if drain.RowError(err) {
+			return nil, 0, false, false, nil
+		}
+		return nil, 0, false, false, err
+	}
+	last = rows < BuildPageRows
+	if rows > 0 {
+		args := append(append([]any(nil), lowerArgs...), toAny(end)...)
+		if err := w.sampleRange(ctx, tx, t, hasLower, true, args); err != nil {
+			return nil, 0, false, false, err
+		}
+	}
+	return end, rows, last, true, nil
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
 // sampleRange keeps, for a transform with quarantined columns, the rows of
 // a build page on which they fail as samples, so the samples cover every
 // row the build read. The columns are evaluated once over the whole page

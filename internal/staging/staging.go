@@ -284,27 +284,40 @@ func (w *Worker) buildPage(ctx context.Context, id int) (*plan.Target, error) {
 				lowerArgs = append(lowerArgs, v)
 			}
 		}
-		upper := make([]string, len(t.Spec.Source.KeyCols))
-		scan := make([]any, len(upper))
-		for i := range upper {
-			scan[i] = &upper[i]
-		}
-		last := false
-		err = tx.QueryRow(ctx, pl.BuildBound(first, BuildPageRows), lowerArgs...).Scan(scan...)
-		if errors.Is(err, pgx.ErrNoRows) {
-			last = true
-		} else if err != nil {
-			return fmt.Errorf("finding the next build page of %s: %w", t.Target, err)
-		}
-		args := append([]any(nil), lowerArgs...)
-		if !last {
-			for _, v := range upper {
-				args = append(args, v)
+		// An initial build inserts a page and learns its end in one
+		// statement; a page on which a row fails, and a rebuild, find the
+		// page's end first.
+		var upper []string
+		var upserted int64
+		last, fast := false, false
+		if t.BuildKind == "initial" {
+			upper, upserted, last, fast, err = w.nextInitialPage(ctx, tx, t, !first, lowerArgs)
+			if err != nil {
+				return fmt.Errorf("building %s: %w", t.Target, err)
 			}
 		}
-		upserted, err := w.buildRange(ctx, tx, t, !first, !last, args)
-		if err != nil {
-			return fmt.Errorf("building %s: %w", t.Target, err)
+		if !fast {
+			upper = make([]string, len(t.Spec.Source.KeyCols))
+			scan := make([]any, len(upper))
+			for i := range upper {
+				scan[i] = &upper[i]
+			}
+			err = tx.QueryRow(ctx, pl.BuildBound(first, BuildPageRows), lowerArgs...).Scan(scan...)
+			if errors.Is(err, pgx.ErrNoRows) {
+				last = true
+			} else if err != nil {
+				return fmt.Errorf("finding the next build page of %s: %w", t.Target, err)
+			}
+			args := append([]any(nil), lowerArgs...)
+			if !last {
+				for _, v := range upper {
+					args = append(args, v)
+				}
+			}
+			upserted, err = w.buildRange(ctx, tx, t, !first, !last, args)
+			if err != nil {
+				return fmt.Errorf("building %s: %w", t.Target, err)
+			}
 		}
 		if last {
 			if _, err := tx.Exec(ctx, w.Cat.SQL(sqlBuildDone), t.ID, upserted); err != nil {
