@@ -168,7 +168,10 @@ func (c *Client) SampleQuarantined(ctx context.Context, target string, opts Samp
 
 // PoisonedSince lists every key poisoned after since, oldest first. Poll it
 // with the last entry's PoisonedAt so a whole-table failure does not go
-// unnoticed.
+// unnoticed. PoisonedAt is when a drain page recorded the key, a moment
+// before that page committed, so a page that commits later can list a key
+// a little older than one already seen: poll with a few seconds of overlap
+// and skip the entries (transform, table, key, time) you already have.
 func (c *Client) PoisonedSince(ctx context.Context, since time.Time) ([]PoisonEntry, error) {
 	var out []PoisonEntry
 	err := c.call(ctx, "listing poisoned keys", func(ctx context.Context) error {

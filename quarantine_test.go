@@ -546,3 +546,35 @@ WHERE application_name = 'trellis worker' AND datname = current_database() AND p
 	e.assertMatches("(SELECT id, total FROM ratios WHERE id NOT BETWEEN 100 AND 105) x",
 		`SELECT id, a + b FROM items WHERE id NOT BETWEEN 100 AND 105`)
 }
+
+// A whole-table failure poisons every key; RESUME of a transform holding
+// that many rebuilds it instead of releasing them one by one.
+func TestWholeTableFailureResumeRebuilds(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	c := e.engine()
+	e.exec(`CREATE TABLE items (id int PRIMARY KEY, qty int NOT NULL)`)
+	e.exec(`INSERT INTO items SELECT g, 1 FROM generate_series(1, 6000) g`)
+	_, err := c.Apply(e.ctx, `TRANSFORM big FROM items SELECT qty AS qty`)
+	require.NoError(t, err)
+	e.waitState(c, "big", trellis.StateLive)
+	e.exec(`ALTER TABLE big ADD CONSTRAINT small CHECK (qty < 10)`)
+	e.exec(`UPDATE items SET qty = 50`)
+	e.converge(c)
+	st, err := c.Status(e.ctx, "big")
+	require.NoError(t, err)
+	require.NotNil(t, st.HeldKeys)
+	require.EqualValues(t, 6000, st.HeldKeys.Count)
+	poisoned, err := c.PoisonedSince(e.ctx, time.Time{})
+	require.NoError(t, err)
+	require.Len(t, poisoned, 6000)
+
+	e.exec(`UPDATE items SET qty = 5`)
+	res, err := c.Apply(e.ctx, `RESUME TRANSFORM big`)
+	require.NoError(t, err)
+	require.Equal(t, trellis.Resumed{Addresses: []string{"big"}}, res)
+	st = e.waitState(c, "big", trellis.StateLive)
+	require.Nil(t, st.HeldKeys)
+	e.converge(c)
+	e.assertMatches("big", `SELECT id, qty FROM items`)
+}

@@ -80,9 +80,7 @@ type Worker struct {
 	loaded  bool
 	bySrc   map[int][]*catalog.Transform
 	sources map[int]*catalog.Source
-	// holds are the transforms holding poisoned keys; quarantined their
-	// quarantined columns.
-	holds       map[int]bool
+	// quarantined are the quarantined columns of each transform.
 	quarantined map[int][]string
 	applied     int // target keys the page being applied recomputes (metrics)
 }
@@ -182,7 +180,9 @@ func (w *Worker) drainPage(ctx context.Context, careful int64) (bool, error) {
 		err = tx.QueryRow(ctx, c.SQL(sqlClaim)).Scan(&p.id, &p.lo, &p.hi, &p.buckets, &p.attempts)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
+		// No page; or, carefully, another worker took this one: there may
+		// be more work, so say a page was found.
+		return careful != 0, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("claiming a page: %w", err)
@@ -309,15 +309,6 @@ func (w *Worker) reload(ctx context.Context, tx pgx.Tx) error {
 	for _, s := range srcs {
 		w.sources[s.ID] = s
 	}
-	w.holds = map[int]bool{}
-	if err := collect(ctx, tx, w.e.Cat.SQL(sqlHolding), func(r pgx.Rows) error {
-		var id int
-		err := r.Scan(&id)
-		w.holds[id] = true
-		return err
-	}); err != nil {
-		return err
-	}
 	w.quarantined = map[int][]string{}
 	if err := collect(ctx, tx, w.e.Cat.SQL(sqlQuarantinedColumns), func(r pgx.Rows) error {
 		var id int
@@ -418,13 +409,6 @@ func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *page, careful bool
 		return srcs, nil
 	}
 	sort.Ints(order)
-	for _, id := range order {
-		if w.holds[id] {
-			if err := w.dropHeld(ctx, tx, works[id]); err != nil {
-				return srcs, err
-			}
-		}
-	}
 	var locks []int64
 	for _, id := range order {
 		wk := works[id]
@@ -440,6 +424,11 @@ func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *page, careful bool
 	}
 	if err := LockKeys(ctx, tx, locks); err != nil {
 		return srcs, fmt.Errorf("taking key locks: %w", err)
+	}
+	// Which keys a transform holds is read under the key locks: a release
+	// or a poisoning of the same keys has committed, or waits for this page.
+	if err := w.dropAllHeld(ctx, tx, order, works); err != nil {
+		return srcs, err
 	}
 	for _, id := range order {
 		wk := works[id]

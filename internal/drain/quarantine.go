@@ -50,15 +50,21 @@ func RowError(err error) bool {
 // violation: the write's fault, never a column expression's.
 func constraintState(state string) bool { return strings.HasPrefix(state, "23") }
 
-// RenderKey renders a key's values the way the quarantine reports them:
-// one value as itself, several as a row ("(a,b)"), NULL as NULL alone or
-// as nothing inside a row.
+// RenderKey renders a key's values the way the quarantine reports them,
+// one rendering per key: one value as itself, several as a row ("(a,b)");
+// a NULL is NULL alone and nothing inside a row. A value that could be
+// read as something else (empty, "NULL", or with quotes, commas,
+// parentheses, backslashes or spaces in a row) is double-quoted.
 func RenderKey(key []*string) string {
 	if len(key) == 1 {
-		if key[0] == nil {
+		switch v := key[0]; {
+		case v == nil:
 			return "NULL"
+		case *v == "" || *v == "NULL" || strings.HasPrefix(*v, `"`):
+			return quoteKeyValue(*v)
+		default:
+			return *v
 		}
-		return *key[0]
 	}
 	var b strings.Builder
 	b.WriteByte('(')
@@ -70,15 +76,17 @@ func RenderKey(key []*string) string {
 			continue
 		}
 		if *v == "" || strings.ContainsAny(*v, `,()"\ `) {
-			b.WriteByte('"')
-			b.WriteString(strings.NewReplacer(`"`, `""`, `\`, `\\`).Replace(*v))
-			b.WriteByte('"')
+			b.WriteString(quoteKeyValue(*v))
 		} else {
 			b.WriteString(*v)
 		}
 	}
 	b.WriteByte(')')
 	return b.String()
+}
+
+func quoteKeyValue(v string) string {
+	return `"` + strings.NewReplacer(`"`, `""`, `\`, `\\`).Replace(v) + `"`
 }
 
 // failure is one key a probe found failing.
@@ -318,6 +326,25 @@ func (w *Worker) recordRows(ctx context.Context, tx pgx.Tx, wk *work, column str
 	w.e.Logger.Warn("keys poisoned: their changes are held for this transform until released",
 		"target", wk.t.Target.String(), "keys", len(fs), "error", fs[0].msg)
 	return w.e.Cat.BumpGen(ctx, tx)
+}
+
+// dropAllHeld removes from each work the keys its transform holds. The
+// caller holds the works' key locks.
+func (w *Worker) dropAllHeld(ctx context.Context, tx pgx.Tx, order []int, works map[int]*work) error {
+	rows, err := tx.Query(ctx, w.e.Cat.SQL(sqlHolding), order)
+	if err != nil {
+		return fmt.Errorf("reading which transforms hold keys: %w", err)
+	}
+	holding, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return fmt.Errorf("reading which transforms hold keys: %w", err)
+	}
+	for _, id := range holding {
+		if err := w.dropHeld(ctx, tx, works[int(id)]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // dropHeld removes from the work the keys its transform holds.

@@ -81,10 +81,10 @@ DO UPDATE SET error = EXCLUDED.error, sqlstate = EXCLUDED.sqlstate, at = clock_t
 
 	sqlClearSamples = `DELETE FROM %[1]s.quarantine WHERE transform_id = $1 AND column_name = ANY($2::text[]) AND key_text = ANY($3::text[])`
 
-	// The transforms holding keys, and the quarantined columns, by transform.
+	// Which of the transforms $1 hold keys; the quarantined columns by transform.
 	sqlHolding = `
-SELECT t.id FROM %[1]s.transforms t
-WHERE EXISTS (SELECT 1 FROM %[1]s.quarantine q WHERE q.transform_id = t.id AND q.column_name = '')`
+SELECT t FROM unnest($1::int[]) AS u(t)
+WHERE EXISTS (SELECT 1 FROM %[1]s.quarantine q WHERE q.transform_id = u.t AND q.column_name = '')`
 	sqlQuarantinedColumns = `SELECT transform_id, array_agg(column_name) FROM %[1]s.quarantined_columns WHERE error <> '' GROUP BY transform_id`
 
 	sqlClaimPage = `

@@ -195,7 +195,9 @@ func (e *Engine) entries(ctx context.Context, tx pgx.Tx, t *catalog.Transform, c
 	if held != nil {
 		q.Rows, q.OldestPoisoned = held.Count, held.Oldest
 		if q.Error == "" {
-			_ = tx.QueryRow(ctx, e.Cat.SQL(sqlOldestHeldError), t.ID).Scan(&q.Error, &q.SQLState)
+			if err := tx.QueryRow(ctx, e.Cat.SQL(sqlOldestHeldError), t.ID).Scan(&q.Error, &q.SQLState); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return nil, err
+			}
 		}
 	}
 	return append(out, q), nil
@@ -304,11 +306,24 @@ func (e *Engine) releaseAll(ctx context.Context, tx pgx.Tx, t *catalog.Transform
 	if t.State == catalog.StatePaused {
 		return len(keys), nil // the rebuild that resumes it re-derives them
 	}
+	if len(keys) > releaseInline {
+		// Too many to re-derive one by one within a call: the target is
+		// rebuilt from its source instead, in the background, and reports
+		// backfilling until then.
+		if _, err := tx.Exec(ctx, e.Cat.SQL(sqlSetRebuild), t.ID, catalog.StateBackfilling); err != nil {
+			return 0, err
+		}
+		return len(keys), e.notifyStaging(ctx, tx)
+	}
 	if err := e.Drain.Release(ctx, tx, t, keys); err != nil {
 		return 0, err
 	}
 	return len(keys), nil
 }
+
+// releaseInline is the most held keys RESUME re-derives itself; past it,
+// the transform is rebuilt.
+const releaseInline = 5000
 
 // lockTimeout turns a lock timeout into CodeTimeout.
 func lockTimeout(err error, what string) error {
