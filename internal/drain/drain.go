@@ -83,6 +83,9 @@ type Worker struct {
 	// quarantined are the quarantined columns of each transform.
 	quarantined map[int][]string
 	applied     int // target keys the page being applied recomputes (metrics)
+	// Columns quarantined and keys poisoned by the page being applied,
+	// counted in the metrics once it commits.
+	quarantinedCols, poisonedKeys int
 }
 
 // NewWorker returns a worker; wake delivers wake-ups (may be nil).
@@ -195,6 +198,8 @@ func (w *Worker) drainPage(ctx context.Context, careful int64) (bool, error) {
 			applyErr = err
 		} else {
 			w.e.Metrics.DrainPage(time.Since(start), w.applied)
+			w.e.Metrics.ColumnsQuarantined(w.quarantinedCols)
+			w.e.Metrics.KeysPoisoned(w.poisonedKeys)
 			return true, nil
 		}
 	}
@@ -349,7 +354,7 @@ func collect(ctx context.Context, tx pgx.Tx, sql string, scan func(pgx.Rows) err
 // its sources. It returns the page's source ids (for failure reports).
 // Carefully, a transform on which a row fails is diagnosed key by key.
 func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *page, careful bool) ([]int, error) {
-	w.applied = 0
+	w.applied, w.quarantinedCols, w.poisonedKeys = 0, 0, 0
 	if err := w.reload(ctx, tx); err != nil {
 		return nil, fmt.Errorf("loading definitions: %w", err)
 	}

@@ -298,7 +298,7 @@ func (w *Worker) quarantineColumns(ctx context.Context, tx pgx.Tx, wk *work, col
 		if err != nil {
 			return fmt.Errorf("quarantining %s.%s: %w", wk.t.Target.Name, name, err)
 		}
-		w.e.Metrics.ColumnsQuarantined(int(tag.RowsAffected()))
+		w.quarantinedCols += int(tag.RowsAffected())
 		if err := w.recordRows(ctx, tx, wk, name, fs, false); err != nil {
 			return err
 		}
@@ -322,7 +322,7 @@ func (w *Worker) recordRows(ctx context.Context, tx pgx.Tx, wk *work, column str
 	if !held {
 		return nil
 	}
-	w.e.Metrics.KeysPoisoned(len(fs))
+	w.poisonedKeys += len(fs)
 	w.e.Logger.Warn("keys poisoned: their changes are held for this transform until released",
 		"target", wk.t.Target.String(), "keys", len(fs), "error", fs[0].msg)
 	return w.e.Cat.BumpGen(ctx, tx)
