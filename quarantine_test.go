@@ -578,3 +578,86 @@ func TestWholeTableFailureResumeRebuilds(t *testing.T) {
 	e.converge(c)
 	e.assertMatches("big", `SELECT id, qty FROM items`)
 }
+
+// A GROUP BY that raises on a row stops applying to that transform alone
+// (every recompute of it reads the row): it is paused with a capture
+// failure of kind halt that names the error, and every other transform
+// reading the table goes on. Fixed and resumed, it is exact.
+func TestGroupByThatRaisesStopsOnlyItsTransform(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	c := e.engine()
+	e.exec(`CREATE TABLE items (id int PRIMARY KEY, code text NOT NULL, qty int NOT NULL)`)
+	e.exec(`INSERT INTO items SELECT g, (g % 5)::text, g FROM generate_series(1, 100) g`)
+	for _, s := range []string{
+		`TRANSFORM per_code FROM items SELECT code::int AS code, sum(qty) AS total GROUP BY code::int WITHOUT SOURCE INDEX`,
+		`TRANSFORM copy FROM items SELECT code AS code, qty AS qty`,
+	} {
+		_, err := c.Apply(e.ctx, s)
+		require.NoError(t, err)
+	}
+	e.waitState(c, "per_code", trellis.StateLive)
+	e.waitState(c, "copy", trellis.StateLive)
+
+	e.exec(`BEGIN; INSERT INTO items VALUES (500, 'x1', 7); UPDATE items SET qty = qty + 1 WHERE id <= 10; COMMIT`)
+	e.converge(c)
+	e.assertMatches("copy", `SELECT id, code, qty FROM items`)
+	st, err := c.Status(e.ctx, "per_code")
+	require.NoError(t, err)
+	require.Equal(t, trellis.StatePaused, st.State)
+	require.NotNil(t, st.CaptureFailure)
+	require.Equal(t, trellis.CaptureFailureHalt, st.CaptureFailure.Kind)
+	require.Contains(t, st.CaptureFailure.Error, "invalid input syntax")
+	require.Contains(t, st.CaptureFailure.Error, "RESUME")
+	e.exec(`UPDATE items SET qty = qty + 1 WHERE id > 90`)
+	e.converge(c)
+	e.assertMatches("copy", `SELECT id, code, qty FROM items`)
+
+	e.exec(`UPDATE items SET code = '3' WHERE id = 500`)
+	_, err = c.Apply(e.ctx, `RESUME TRANSFORM per_code`)
+	require.NoError(t, err)
+	e.waitState(c, "per_code", trellis.StateLive)
+	e.converge(c)
+	e.assertMatches("per_code", `SELECT code::int AS code, sum(qty) AS total FROM items GROUP BY code::int`)
+}
+
+// A changed row whose group cannot be computed, though the definition's
+// WHERE leaves it out of every group, is held as a source row of that
+// transform alone; the page goes on, and a release re-stages the row.
+func TestGroupByThatRaisesOnAFilteredRowHoldsTheRow(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	c := e.engine()
+	e.exec(`CREATE TABLE items (id int PRIMARY KEY, code text NOT NULL, qty int NOT NULL)`)
+	e.exec(`INSERT INTO items SELECT g, (g % 5)::text, g FROM generate_series(1, 100) g`)
+	_, err := c.Apply(e.ctx, `TRANSFORM per_code FROM items SELECT code::int AS code, sum(qty) AS total WHERE code ~ '^[0-9]+$' GROUP BY code::int WITHOUT SOURCE INDEX`)
+	require.NoError(t, err)
+	e.waitState(c, "per_code", trellis.StateLive)
+
+	e.exec(`BEGIN; INSERT INTO items VALUES (500, 'x1', 7); UPDATE items SET qty = qty + 1 WHERE id <= 10; COMMIT`)
+	e.converge(c)
+	st, err := c.Status(e.ctx, "per_code")
+	require.NoError(t, err)
+	require.Equal(t, trellis.StateLive, st.State, "%+v", st.CaptureFailure)
+	require.NotNil(t, st.HeldKeys)
+	require.EqualValues(t, 1, st.HeldKeys.Count)
+	p, err := c.PoisonedSince(e.ctx, time.Time{})
+	require.NoError(t, err)
+	require.Len(t, p, 1)
+	require.Equal(t, "public.items", p[0].SrcTable)
+	require.Equal(t, "500", p[0].Key)
+	require.Contains(t, p[0].Error, "invalid input syntax")
+	recompute := `SELECT code::int AS code, sum(qty) AS total FROM items WHERE code ~ '^[0-9]+$' GROUP BY code::int`
+	e.assertMatches("per_code", recompute)
+
+	// The fix's own change still carries the old code, so the row stays
+	// held until released; then it is staged afresh from its current row.
+	e.exec(`UPDATE items SET code = '3' WHERE id = 500`)
+	e.converge(c)
+	require.NoError(t, c.ReleaseKey(e.ctx, "per_code", "items", "500"))
+	e.converge(c)
+	st, err = c.Status(e.ctx, "per_code")
+	require.NoError(t, err)
+	require.Nil(t, st.HeldKeys)
+	e.assertMatches("per_code", recompute)
+}

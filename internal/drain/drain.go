@@ -233,10 +233,19 @@ func (e *transformError) Unwrap() error { return e.err }
 func (w *Worker) halt(ctx context.Context, cause error) bool {
 	var te *transformError
 	var pe *pgconn.PgError
-	if !errors.As(cause, &te) || !errors.As(cause, &pe) || len(pe.Code) < 2 || pe.Code[:2] != "42" {
+	var se *stopError
+	if !errors.As(cause, &te) || !errors.As(cause, &pe) {
 		return false
 	}
-	msg := fmt.Sprintf("applying changes to %s stopped: %s; the target was changed outside Trellis (fix it, or DROP TRANSFORM and define it again), then RESUME", te.t.Target, pe.Message)
+	var msg string
+	switch {
+	case errors.As(cause, &se):
+		msg = fmt.Sprintf("applying changes to %s stopped: %s; reading its source fails on a row whatever the changed keys (a GROUP BY or JOIN expression raises on it). Fix the row (PoisonedSince may name it), then RESUME", te.t.Target, pe.Message)
+	case len(pe.Code) >= 2 && pe.Code[:2] == "42":
+		msg = fmt.Sprintf("applying changes to %s stopped: %s; the target was changed outside Trellis (fix it, or DROP TRANSFORM and define it again), then RESUME", te.t.Target, pe.Message)
+	default:
+		return false
+	}
 	err := pgx.BeginFunc(ctx, w.e.Pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", catalog.LockKey(w.e.Cat.Schema, "ddl")); err != nil {
 			return err
@@ -405,7 +414,11 @@ func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *page, careful bool
 				works[t.ID] = wk
 				order = append(order, t.ID)
 			}
-			if err := w.affected(ctx, tx, wk, s, bySrc[s]); err != nil {
+			affected := w.affected
+			if careful {
+				affected = w.affectedCareful
+			}
+			if err := affected(ctx, tx, wk, s, bySrc[s]); err != nil {
 				return srcs, err
 			}
 		}

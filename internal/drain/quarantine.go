@@ -189,6 +189,12 @@ func (w *Worker) diagnose(ctx context.Context, tx pgx.Tx, wk *work) error {
 	// What fails with no key at all (a trigger on the target that refuses
 	// every statement, say) is no row's doing: the page fails as a whole.
 	if err := w.emptyRun(ctx, tx, wk); err != nil {
+		if RowError(err) && w.evalFailsWithNoKey(ctx, tx, wk) {
+			// Reading the source fails whatever the keys: a row the
+			// definition scans (not one of the page's) makes every recompute
+			// fail. Applying stops on this transform alone.
+			return &stopError{err: err}
+		}
 		return err
 	}
 	poison := map[string]failure{}
@@ -272,18 +278,43 @@ func (w *Worker) classify(ctx context.Context, tx pgx.Tx, wk *work, fails []fail
 	return open, nil
 }
 
+// stopError is a failure that stops applying to one transform (it is
+// paused, with a capture failure of kind halt) while its page goes on.
+type stopError struct{ err error }
+
+func (e *stopError) Error() string { return e.err.Error() }
+func (e *stopError) Unwrap() error { return e.err }
+
+// evalFailsWithNoKey reports whether only evaluating the work's definition
+// for no key fails with a row error: the failure is in reading the source,
+// not in writing the target.
+func (w *Worker) evalFailsWithNoKey(ctx context.Context, tx pgx.Tx, wk *work) bool {
+	if _, err := tx.Exec(ctx, "SAVEPOINT trellis_eval"); err != nil {
+		return false
+	}
+	_, err := tx.Exec(ctx, wk.plan.EvalKeys(wk.upTo != nil, false), wk.keyedArgs(nil)...)
+	if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT trellis_eval"); rerr != nil {
+		return false
+	}
+	return err != nil && RowError(err)
+}
+
 // emptyRun runs the work's statements for no key, and undoes them.
 func (w *Worker) emptyRun(ctx context.Context, tx pgx.Tx, wk *work) error {
 	if _, err := tx.Exec(ctx, "SAVEPOINT trellis_empty"); err != nil {
 		return err
 	}
+	var failed error
 	for _, q := range wk.keyedStatements(wk.plan, nil) {
 		if _, err := tx.Exec(ctx, q, wk.keyedArgs(nil)...); err != nil {
-			return fmt.Errorf("applying changes to %s: %w", wk.t.Target, err)
+			failed = fmt.Errorf("applying changes to %s: %w", wk.t.Target, err)
+			break
 		}
 	}
-	_, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT trellis_empty")
-	return err
+	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT trellis_empty"); err != nil {
+		return err
+	}
+	return failed
 }
 
 // quarantineColumns pauses columns of a transform that failed on rows and
@@ -311,10 +342,15 @@ func (w *Worker) quarantineColumns(ctx context.Context, tx pgx.Tx, wk *work, col
 // recordRows keeps quarantined rows: samples of a column, or (column "")
 // poisoned keys, which the transform holds from now on.
 func (w *Worker) recordRows(ctx context.Context, tx pgx.Tx, wk *work, column string, fs []failure, held bool) error {
-	src := wk.t.Spec.Source.Schema + "." + wk.t.Spec.Source.Table
+	return w.recordRowsOf(ctx, tx, wk, column, wk.t.Spec.Source.Schema+"."+wk.t.Spec.Source.Table, false, fs, held)
+}
+
+// recordRowsOf is recordRows for rows of src; sourceRow says the keys are
+// src's own (changed rows an aggregate could not place), not target keys.
+func (w *Worker) recordRowsOf(ctx context.Context, tx pgx.Tx, wk *work, column, src string, sourceRow bool, fs []failure, held bool) error {
 	b := &pgx.Batch{}
 	for _, f := range fs {
-		b.Queue(w.e.Cat.SQL(sqlQuarantineRow), wk.t.ID, column, src, RenderKey(f.key), f.key, f.msg, f.state)
+		b.Queue(w.e.Cat.SQL(sqlQuarantineRow), wk.t.ID, column, src, RenderKey(f.key), f.key, f.msg, f.state, sourceRow)
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("recording quarantined rows of %s: %w", wk.t.Target, err)
@@ -524,4 +560,58 @@ func hasNull(keys [][]*string) bool {
 		}
 	}
 	return false
+}
+
+// affectedCareful is affected for a careful page: changes of a source whose
+// place in the transform cannot be computed (a GROUP BY expression raises
+// on the row) are found by bisection, skipped and held as source rows of
+// the transform, so the page goes on for every other change and transform.
+func (w *Worker) affectedCareful(ctx context.Context, tx pgx.Tx, wk *work, src int, sc *srcChanges) error {
+	bad, err := w.affectedBisect(ctx, tx, wk, src, sc.truncate, sc.rows)
+	if err != nil || len(bad) == 0 {
+		return err
+	}
+	s := w.sources[src]
+	if s == nil {
+		return fmt.Errorf("source %d of %s is not in the catalog", src, wk.t.Target)
+	}
+	return w.recordRowsOf(ctx, tx, wk, "", s.Name(), true, bad, true)
+}
+
+func (w *Worker) affectedBisect(ctx context.Context, tx pgx.Tx, wk *work, src int, truncate bool, rows []change) ([]failure, error) {
+	if len(rows) == 0 && !truncate {
+		return nil, nil
+	}
+	if _, err := tx.Exec(ctx, "SAVEPOINT trellis_affected"); err != nil {
+		return nil, err
+	}
+	err := w.affected(ctx, tx, wk, src, &srcChanges{rows: rows, truncate: truncate})
+	if err == nil {
+		_, err = tx.Exec(ctx, "RELEASE SAVEPOINT trellis_affected")
+		return nil, err
+	}
+	if !RowError(err) {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT trellis_affected"); err != nil {
+		return nil, err
+	}
+	if len(rows) == 1 {
+		f := failure{key: ptrs(rows[0].key), msg: err.Error()}
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) {
+			f.state, f.msg = pe.Code, pe.Message
+		}
+		return []failure{f}, nil
+	}
+	mid := len(rows) / 2
+	a, err := w.affectedBisect(ctx, tx, wk, src, truncate, rows[:mid])
+	if err != nil {
+		return nil, err
+	}
+	b, err := w.affectedBisect(ctx, tx, wk, src, false, rows[mid:])
+	if err != nil {
+		return nil, err
+	}
+	return append(a, b...), nil
 }

@@ -70,12 +70,14 @@ SELECT id, $3, $4, $5 FROM c
 ON CONFLICT (transform_id, column_name) DO NOTHING`
 
 	sqlQuarantineRow = `
-INSERT INTO %[1]s.quarantine (transform_id, column_name, src_table, key_text, key, error, sqlstate)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
-ON CONFLICT (transform_id, column_name, src_table, key_text)
+INSERT INTO %[1]s.quarantine (transform_id, column_name, src_table, source_row, key_text, key, error, sqlstate)
+VALUES ($1, $2, $3, $8, $4, $5, $6, $7)
+ON CONFLICT (transform_id, column_name, src_table, source_row, key_text)
 DO UPDATE SET error = EXCLUDED.error, sqlstate = EXCLUDED.sqlstate, at = clock_timestamp()`
 
-	sqlHeldAmong = `SELECT key_text FROM %[1]s.quarantine WHERE transform_id = $1 AND column_name = '' AND key_text = ANY($2::text[])`
+	sqlHeldAmong = `
+SELECT key_text FROM %[1]s.quarantine
+WHERE transform_id = $1 AND column_name = '' AND NOT source_row AND key_text = ANY($2::text[])`
 
 	sqlQuarantinedOf = `SELECT coalesce(array_agg(column_name ORDER BY column_name), '{}') FROM %[1]s.quarantined_columns WHERE transform_id = $1 AND error <> ''`
 

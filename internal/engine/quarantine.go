@@ -11,7 +11,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/trellis-pg/trellis/internal/capture"
 	"github.com/trellis-pg/trellis/internal/catalog"
+	"github.com/trellis-pg/trellis/internal/drain"
 	"github.com/trellis-pg/trellis/internal/errs"
 	"github.com/trellis-pg/trellis/internal/grammar"
 	"github.com/trellis-pg/trellis/internal/plan"
@@ -278,15 +280,18 @@ func (e *Engine) ReleaseKey(ctx context.Context, transform, sourceTable, key str
 		if t == nil {
 			return errs.New(errs.NotFound, "no transform writes %s", transform)
 		}
-		var k []*string
-		err = tx.QueryRow(ctx, e.Cat.SQL(sqlReleaseKey), t.ID, sourceTable, key).Scan(&k)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return errs.New(errs.NotFound, "%s holds no key %s of %s", t.Target, key, sourceTable)
-		}
+		rows, err := tx.Query(ctx, e.Cat.SQL(sqlReleaseKey), t.ID, sourceTable, key)
 		if err != nil {
 			return err
 		}
-		if err := e.Drain.Release(ctx, tx, t, [][]*string{k}); err != nil {
+		held, err := pgx.CollectRows(rows, scanHeld)
+		if err != nil {
+			return err
+		}
+		if len(held) == 0 {
+			return errs.New(errs.NotFound, "%s holds no key %s of %s", t.Target, key, sourceTable)
+		}
+		if err := e.release(ctx, tx, t, held); err != nil {
 			return lockTimeout(err, "waiting for the drain pages in flight on "+t.Target.String())
 		}
 		return e.Cat.BumpGen(ctx, tx)
@@ -299,7 +304,7 @@ func (e *Engine) releaseAll(ctx context.Context, tx pgx.Tx, t *catalog.Transform
 	if err != nil {
 		return 0, err
 	}
-	keys, err := pgx.CollectRows(rows, pgx.RowTo[[]*string])
+	keys, err := pgx.CollectRows(rows, scanHeld)
 	if err != nil || len(keys) == 0 {
 		return 0, err
 	}
@@ -315,10 +320,43 @@ func (e *Engine) releaseAll(ctx context.Context, tx pgx.Tx, t *catalog.Transform
 		}
 		return len(keys), e.notifyStaging(ctx, tx)
 	}
-	if err := e.Drain.Release(ctx, tx, t, keys); err != nil {
+	if err := e.release(ctx, tx, t, keys); err != nil {
 		return 0, err
 	}
 	return len(keys), nil
+}
+
+// heldKey is a key a transform held, as its release deletes it.
+type heldKey struct {
+	key       []*string
+	sourceRow bool
+	table     string
+}
+
+func scanHeld(r pgx.CollectableRow) (heldKey, error) {
+	var h heldKey
+	err := r.Scan(&h.key, &h.sourceRow, &h.table)
+	return h, err
+}
+
+// release re-derives released keys: a target key at once, from its current
+// rows; a source row by staging a change of it, which the drain applies to
+// every transform reading the table (poisoning it again if it still fails).
+func (e *Engine) release(ctx context.Context, tx pgx.Tx, t *catalog.Transform, held []heldKey) error {
+	var keys [][]*string
+	for _, h := range held {
+		if !h.sourceRow {
+			keys = append(keys, h.key)
+			continue
+		}
+		if _, err := tx.Exec(ctx, e.Cat.SQL(sqlRestage), h.table, h.key, capture.Buckets-1); err != nil {
+			return fmt.Errorf("staging %s of %s again: %w", drain.RenderKey(h.key), h.table, err)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	return e.Drain.Release(ctx, tx, t, keys)
 }
 
 // releaseInline is the most held keys RESUME re-derives itself; past it,

@@ -171,17 +171,20 @@ CREATE TABLE {{schema}}.quarantined_columns (
 -- column failed (a sample kept for diagnosis); with column_name '', a key
 -- the transform holds (poisoned): its changes are not applied until it is
 -- released. key holds the key's values as text (the target key: a source
--- key, or an aggregate's group), key_text its rendering for people.
+-- key, or an aggregate's group), key_text its rendering (one per key).
+-- A source_row entry is a changed row of src_table (key its source key)
+-- whose place in an aggregate could not be computed (its GROUP BY raised).
 CREATE TABLE {{schema}}.quarantine (
     transform_id int NOT NULL REFERENCES {{schema}}.transforms (id) ON DELETE CASCADE,
     column_name  text NOT NULL,
     src_table    text NOT NULL,
+    source_row   boolean NOT NULL DEFAULT false,
     key_text     text NOT NULL,
     key          text[] NOT NULL,
     error        text NOT NULL,
     sqlstate     text,
     at           timestamptz NOT NULL DEFAULT clock_timestamp(),
-    PRIMARY KEY (transform_id, column_name, src_table, key_text)
+    PRIMARY KEY (transform_id, column_name, src_table, source_row, key_text)
 );
 CREATE INDEX ON {{schema}}.quarantine (at) WHERE column_name = '';
 
