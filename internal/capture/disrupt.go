@@ -23,6 +23,20 @@ func (n Names) FingerprintSQL() string {
 		tbl, ident.Literal("trellis_"+n.tag()+"_%"), fn)
 }
 
+// AnyDisrupted reports whether some installed source's capture no longer
+// matches its fingerprint: the check Detect makes, read-only, so that the
+// staging worker takes the instance's DDL lock only when there is
+// something to record.
+func (n Names) AnyDisrupted(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}) (bool, error) {
+	var found bool
+	err := q.QueryRow(ctx, fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %s.sources s
+WHERE s.capture_state = 'installed' AND s.disrupted_at IS NULL AND s.fingerprint IS DISTINCT FROM %s)`,
+		ident.Quote(n.Catalog), n.FingerprintSQL())).Scan(&found)
+	return found, err
+}
+
 // Disruption is a source whose capture was changed outside Trellis.
 type Disruption struct {
 	SourceID int

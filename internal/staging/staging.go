@@ -494,8 +494,22 @@ func (w *Worker) recordWait(ctx context.Context, s capture.Source, attempt int) 
 // that was dropped or a source that lost its primary key; then it fits
 // capture to the columns its tables still have (fixCapture).
 func (w *Worker) detectDisruptions(ctx context.Context) error {
+	// Both checks run first without the DDL lock, which waits for every
+	// drain page in flight and holds new ones back: almost every pass finds
+	// nothing, and then takes no lock at all.
+	disrupted, err := w.Names.AnyDisrupted(ctx, w.Pool)
+	if err != nil {
+		return err
+	}
+	var suspects int
+	if err := w.Pool.QueryRow(ctx, "SELECT count(*) FROM ("+w.Cat.SQL(sqlReadsCheck)+") x", capture.UnrecordedMark()).Scan(&suspects); err != nil {
+		return err
+	}
+	if !disrupted && suspects == 0 {
+		return nil
+	}
 	var fix []int
-	err := pgx.BeginFunc(ctx, w.Pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, w.Pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", catalog.LockKey(w.Cat.Schema, "ddl")); err != nil {
 			return err
 		}
