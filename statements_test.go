@@ -376,3 +376,56 @@ func TestWatermarkAcrossClients(t *testing.T) {
 	requireCode(t, err, trellis.CodeValidation)
 	requireCode(t, reader.AwaitConverged(e.ctx, trellis.Watermark{}, time.Second), trellis.CodeValidation)
 }
+
+// ALTER TRANSFORM keeps what a definition reads exact: a column a
+// downstream transform stopped reading can be dropped upstream, and a
+// column added over a JOIN reads the table it names.
+func TestAlterKeepsReadsExact(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	c := e.engine()
+	e.exec(`CREATE TABLE src (id int PRIMARY KEY, a int, b int)`)
+	e.exec(`INSERT INTO src SELECT g, g, g FROM generate_series(1, 20) g`)
+	e.exec(`CREATE TABLE customers (id int PRIMARY KEY, region text)`)
+	e.exec(`INSERT INTO customers SELECT g, 'r' || g FROM generate_series(1, 5) g`)
+	e.exec(`CREATE TABLE orders (id int PRIMARY KEY, cid int, amt int)`)
+	e.exec(`INSERT INTO orders SELECT g, g % 5 + 1, g FROM generate_series(1, 20) g`)
+	for _, s := range []string{
+		`TRANSFORM up FROM src SELECT a AS a, b AS b`,
+		`TRANSFORM down FROM up SELECT a AS a, b * 2 AS b2`,
+		`TRANSFORM lines FROM orders o JOIN customers c ON c.id = o.cid SELECT o.id AS id, o.amt AS amt`,
+	} {
+		_, err := c.Apply(e.ctx, s)
+		require.NoError(t, err)
+	}
+	for _, n := range []string{"up", "down", "lines"} {
+		e.waitState(c, n, trellis.StateLive)
+	}
+	_, err := c.Apply(e.ctx, `ALTER TRANSFORM up DROP COLUMN b`)
+	require.Equal(t, trellis.CodeConflict, trellis.CodeOf(err), "down still reads up.b")
+	_, err = c.Apply(e.ctx, `ALTER TRANSFORM down DROP COLUMN b2`)
+	require.NoError(t, err)
+	_, err = c.Apply(e.ctx, `ALTER TRANSFORM up DROP COLUMN b`)
+	require.NoError(t, err, "down no longer reads up.b")
+
+	_, err = c.Apply(e.ctx, `ALTER TRANSFORM lines ADD COLUMN c.region AS region`)
+	require.NoError(t, err)
+	e.waitState(c, "lines", trellis.StateLive)
+	// region is read from customers: dropping it there is a capture
+	// failure of lines, naming customers.
+	e.exec(`ALTER TABLE customers DROP COLUMN region`)
+	deadline := time.Now().Add(30 * time.Second)
+	var st *trellis.Status
+	for time.Now().Before(deadline) {
+		st, err = c.Status(e.ctx, "lines")
+		require.NoError(t, err)
+		if st.CaptureFailure != nil && st.CaptureFailure.Kind == trellis.CaptureFailureCapture {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.NotNil(t, st.CaptureFailure)
+	require.Equal(t, trellis.CaptureFailureCapture, st.CaptureFailure.Kind)
+	require.Equal(t, "public.customers", st.CaptureFailure.SourceTable)
+	require.Equal(t, []string{"region"}, st.CaptureFailure.Columns)
+}

@@ -399,5 +399,93 @@ func buildSpec(s *grammar.Transform, sides []*side) (plan.Spec, [][]string, erro
 		}
 		spec.Join.Source.Reads = joinedReads
 	}
+	if err := recordColumnReads(&spec, s, sides); err != nil {
+		return spec, nil, err
+	}
 	return spec, needs, nil
+}
+
+// recordColumnReads records which source columns each non-key column
+// reads, and which the rest of the definition does, so that ALTER
+// TRANSFORM can keep Reads exact.
+func recordColumnReads(spec *plan.Spec, s *grammar.Transform, sides []*side) error {
+	for i, c := range spec.Columns {
+		idx := slices.IndexFunc(s.Select, func(it grammar.SelectItem) bool { return it.Name == c.Name })
+		if idx < 0 {
+			continue
+		}
+		from, joined, err := readsBySide(s.Select[idx].Columns, sides)
+		if err != nil {
+			return err
+		}
+		spec.Columns[i].Reads, spec.Columns[i].JoinedReads = from, joined
+	}
+	base := append(append([]grammar.ColumnRef(nil), s.WhereColumns...), s.GroupByColumns...)
+	for _, k := range spec.Key {
+		if idx := slices.IndexFunc(s.Select, func(it grammar.SelectItem) bool { return it.Name == k.Name }); idx >= 0 {
+			base = append(base, s.Select[idx].Columns...)
+		}
+	}
+	from, joined, err := readsBySide(base, sides)
+	if err != nil {
+		return err
+	}
+	for _, k := range spec.Source.KeyCols {
+		from = appendNew(from, k)
+	}
+	if spec.Join != nil {
+		for _, on := range spec.Join.On {
+			from = appendNew(from, on.From)
+			joined = appendNew(joined, on.Joined)
+		}
+		for _, k := range spec.Join.Source.KeyCols {
+			joined = appendNew(joined, k)
+		}
+		spec.Join.BaseReads = joined
+	}
+	spec.BaseReads = from
+	spec.PerColumnReads = true
+	return nil
+}
+
+// specSides loads the tables of a registered definition as define saw
+// them, to tell which table a column reference of an ALTER reads.
+func (e *Engine) specSides(ctx context.Context, tx pgx.Tx, spec plan.Spec) ([]*side, error) {
+	refs := []grammar.TableRef{{Table: grammar.Name{Schema: spec.Source.Schema, Name: spec.Source.Table}, Alias: spec.Source.Alias}}
+	if j := spec.Join; j != nil {
+		refs = append(refs, grammar.TableRef{Table: grammar.Name{Schema: j.Source.Schema, Name: j.Source.Table}, Alias: j.Source.Alias})
+	}
+	var sides []*side
+	for _, r := range refs {
+		sd, err := e.loadSide(ctx, tx, r)
+		if err != nil {
+			return nil, err
+		}
+		sides = append(sides, sd)
+	}
+	return sides, nil
+}
+
+// readsBySide splits column references into the FROM table's columns and
+// the joined table's.
+func readsBySide(refs []grammar.ColumnRef, sides []*side) (from, joined []string, err error) {
+	for _, r := range refs {
+		i, err := sideOf(r, sides)
+		if err != nil {
+			return nil, nil, err
+		}
+		if i == 0 {
+			from = appendNew(from, r.Column)
+		} else {
+			joined = appendNew(joined, r.Column)
+		}
+	}
+	return from, joined, nil
+}
+
+func appendNew(list []string, v string) []string {
+	if slices.Contains(list, v) {
+		return list
+	}
+	return append(list, v)
 }

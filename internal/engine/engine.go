@@ -164,18 +164,6 @@ func (e *Engine) target(n grammar.Name) plan.Target {
 	return plan.Target{Schema: n.Schema, Name: n.Name}
 }
 
-func columnNames(refs ...[]grammar.ColumnRef) []string {
-	var out []string
-	for _, rs := range refs {
-		for _, r := range rs {
-			if !slices.Contains(out, r.Column) {
-				out = append(out, r.Column)
-			}
-		}
-	}
-	return out
-}
-
 // Lookup finds the transform that writes target ("t" or "schema.t"); nil
 // when none does.
 func (e *Engine) Lookup(ctx context.Context, q catalog.Querier, target string, forUpdate bool) (*catalog.Transform, error) {
@@ -492,8 +480,29 @@ func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (Result, error) {
 			if _, err := tx.Exec(ctx, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s", t.Target.Quoted(), ident.Quote(col), typ)); err != nil {
 				return pgValidation(err, "adding column %s to %s", col, t.Target)
 			}
-			spec.Columns = append(spec.Columns, plan.Column{Name: col, Expr: s.Column.Expr})
-			spec.Reads = columnNames(append(refsOf(spec.Reads), s.Column.Columns...))
+			sides, err := e.specSides(ctx, tx, spec)
+			if err != nil {
+				return err
+			}
+			from, joined, err := readsBySide(s.Column.Columns, sides)
+			if err != nil {
+				return err
+			}
+			spec.Columns = append(slices.Clone(spec.Columns), plan.Column{Name: col, Expr: s.Column.Expr, Reads: from, JoinedReads: joined})
+			if spec.PerColumnReads {
+				spec.SetReads()
+			} else {
+				for _, r := range from {
+					spec.Reads = appendNew(spec.Reads, r)
+				}
+				if spec.Join != nil {
+					j := *spec.Join
+					for _, r := range joined {
+						j.Source.Reads = appendNew(j.Source.Reads, r)
+					}
+					spec.Join = &j
+				}
+			}
 			if _, err := tx.Exec(ctx, e.Cat.SQL(sqlColumnBuild), t.ID, col); err != nil {
 				return err
 			}
@@ -521,7 +530,12 @@ func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (Result, error) {
 			if _, err := tx.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DROP COLUMN %s", t.Target.Quoted(), ident.Quote(col))); err != nil {
 				return fmt.Errorf("dropping column %s of %s: %w", col, t.Target, err)
 			}
-			spec.Columns = slices.DeleteFunc(spec.Columns, func(c plan.Column) bool { return c.Name == col })
+			spec.Columns = slices.DeleteFunc(slices.Clone(spec.Columns), func(c plan.Column) bool { return c.Name == col })
+			if spec.Join != nil {
+				j := *spec.Join
+				spec.Join = &j
+			}
+			spec.SetReads()
 			if _, err := tx.Exec(ctx, e.Cat.SQL(sqlColumnUnquarantine), t.ID, col); err != nil {
 				return err
 			}
@@ -599,14 +613,6 @@ func (e *Engine) RequestBackfill(ctx context.Context, table string) error {
 		}
 		return e.notifyStaging(ctx, tx)
 	})
-}
-
-func refsOf(cols []string) []grammar.ColumnRef {
-	out := make([]grammar.ColumnRef, len(cols))
-	for i, c := range cols {
-		out[i] = grammar.ColumnRef{Column: c}
-	}
-	return out
 }
 
 // StatusInfo is what Status reads of one transform.

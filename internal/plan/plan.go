@@ -6,6 +6,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/trellis-pg/trellis/internal/ident"
@@ -30,6 +31,36 @@ type Spec struct {
 	// Reads is every source column the definition reads, for checks that a
 	// column can be dropped.
 	Reads []string `json:"reads,omitempty"`
+	// BaseReads are the FROM table's columns the definition reads outside
+	// its non-key columns (WHERE, GROUP BY, the key, ON); with each
+	// column's own Reads they make up Reads again after an ALTER TRANSFORM.
+	// Set by definitions that record reads per column (PerColumnReads).
+	BaseReads      []string `json:"base_reads,omitempty"`
+	PerColumnReads bool     `json:"per_column_reads,omitempty"`
+}
+
+// SetReads recomputes Reads (and the joined table's) from the base reads
+// and every column's: after ALTER TRANSFORM adds or drops a column. A
+// definition that did not record reads per column keeps its Reads.
+func (s *Spec) SetReads() {
+	if !s.PerColumnReads {
+		return
+	}
+	union := func(base []string, per func(Column) []string) []string {
+		out := append([]string(nil), base...)
+		for _, c := range s.Columns {
+			for _, r := range per(c) {
+				if !slices.Contains(out, r) {
+					out = append(out, r)
+				}
+			}
+		}
+		return out
+	}
+	s.Reads = union(s.BaseReads, func(c Column) []string { return c.Reads })
+	if s.Join != nil {
+		s.Join.Source.Reads = union(s.Join.BaseReads, func(c Column) []string { return c.JoinedReads })
+	}
 }
 
 // Source is the table a projection reads.
@@ -53,6 +84,9 @@ type Join struct {
 	Left   bool     `json:"left,omitempty"`
 	Source Source   `json:"source"`
 	On     []JoinOn `json:"on"`
+	// BaseReads are the joined table's columns read outside the non-key
+	// columns (see Spec.BaseReads).
+	BaseReads []string `json:"base_reads,omitempty"`
 }
 
 // JoinOn is one equality of the ON clause: a column of the FROM side and a
@@ -70,6 +104,10 @@ type Column struct {
 	// Paused columns are not maintained (PAUSE TRANSFORM t.col): existing
 	// values stay, new rows get NULL.
 	Paused bool `json:"paused,omitempty"`
+	// Reads and JoinedReads are the FROM and joined tables' columns the
+	// expression reads.
+	Reads       []string `json:"reads,omitempty"`
+	JoinedReads []string `json:"joined_reads,omitempty"`
 }
 
 // Target is a qualified target table.
