@@ -454,7 +454,7 @@ func (w *Worker) refreshSamples(ctx context.Context, tx pgx.Tx, wk *work, quaran
 	}
 	for _, name := range cols {
 		one := withPaused(wk.plan, func(c plan.Column) bool { return c.Name != name })
-		fs, err := w.probe(ctx, tx, wk, one, keys, true)
+		fs, err := w.evalBisect(ctx, tx, wk, one, keys)
 		if err != nil {
 			return err
 		}
@@ -543,6 +543,45 @@ func (e *Engine) SampleKeys(ctx context.Context, tx pgx.Tx, t *catalog.Transform
 		}
 	}
 	return nil
+}
+
+// bisectProbe is the size under which evalBisect probes key by key (one
+// statement) instead of splitting further.
+const bisectProbe = 64
+
+// evalBisect finds the keys on which evaluating pl fails: halves that
+// evaluate cleanly are done in one statement, so a page with a few bad
+// rows costs a few dozen statements rather than a subtransaction per key.
+func (w *Worker) evalBisect(ctx context.Context, tx pgx.Tx, wk *work, pl *plan.Plan, keys [][]*string) ([]failure, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	if len(keys) <= bisectProbe {
+		return w.probe(ctx, tx, wk, pl, keys, true)
+	}
+	if _, err := tx.Exec(ctx, "SAVEPOINT trellis_bisect"); err != nil {
+		return nil, err
+	}
+	_, err := tx.Exec(ctx, pl.EvalKeys(wk.upTo != nil, hasNull(keys)), wk.keyedArgs(keys)...)
+	if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT trellis_bisect"); rerr != nil {
+		return nil, rerr
+	}
+	if err == nil {
+		return nil, nil
+	}
+	if !RowError(err) {
+		return nil, err
+	}
+	mid := len(keys) / 2
+	a, err := w.evalBisect(ctx, tx, wk, pl, keys[:mid])
+	if err != nil {
+		return nil, err
+	}
+	b, err := w.evalBisect(ctx, tx, wk, pl, keys[mid:])
+	if err != nil {
+		return nil, err
+	}
+	return append(a, b...), nil
 }
 
 // WithPaused is pl with every column paused that paused says.
