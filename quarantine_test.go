@@ -573,6 +573,8 @@ func TestWholeTableFailureResumeRebuilds(t *testing.T) {
 	res, err := c.Apply(e.ctx, `RESUME TRANSFORM big`)
 	require.NoError(t, err)
 	require.Equal(t, trellis.Resumed{Addresses: []string{"big"}}, res)
+	require.Equal(t, [][]string{{"rebuild"}}, e.rows(`SELECT build_kind FROM trellis.transforms WHERE target_name = 'big'`),
+		"so many held keys are re-derived by a rebuild, not one by one")
 	st = e.waitState(c, "big", trellis.StateLive)
 	require.Nil(t, st.HeldKeys)
 	e.converge(c)
@@ -649,6 +651,15 @@ func TestGroupByThatRaisesOnAFilteredRowHoldsTheRow(t *testing.T) {
 	require.Contains(t, p[0].Error, "invalid input syntax")
 	recompute := `SELECT code::int AS code, sum(qty) AS total FROM items WHERE code ~ '^[0-9]+$' GROUP BY code::int`
 	e.assertMatches("per_code", recompute)
+
+	// A row leaving a group for a bad value leaves that group right.
+	e.exec(`UPDATE items SET code = 'x2' WHERE id = 7`)
+	e.converge(c)
+	e.assertMatches("per_code", recompute)
+	e.exec(`UPDATE items SET code = '3' WHERE id = 7`)
+	e.converge(c)
+	e.assertMatches("per_code", recompute)
+	require.NoError(t, c.ReleaseKey(e.ctx, "per_code", "items", "7"))
 
 	// The fix's own change still carries the old code, so the row stays
 	// held until released; then it is staged afresh from its current row.

@@ -154,6 +154,7 @@ type change struct {
 type srcChanges struct {
 	rows     []change
 	truncate bool
+	part     string // plan.Changes.Part: only the old or the current groups
 }
 
 // DrainOne claims and applies one page. It reports whether it found one.
@@ -240,7 +241,7 @@ func (w *Worker) halt(ctx context.Context, cause error) bool {
 	var msg string
 	switch {
 	case errors.As(cause, &se):
-		msg = fmt.Sprintf("applying changes to %s stopped: %s; reading its source fails on a row whatever the changed keys (a GROUP BY or JOIN expression raises on it). Fix the row (PoisonedSince may name it), then RESUME", te.t.Target, pe.Message)
+		msg = fmt.Sprintf("applying changes to %s stopped: %s; reading its source fails on a row whatever the changed keys (a GROUP BY or JOIN expression raises on it). Fix the row, then RESUME", te.t.Target, pe.Message)
 	case len(pe.Code) >= 2 && pe.Code[:2] == "42":
 		msg = fmt.Sprintf("applying changes to %s stopped: %s; the target was changed outside Trellis (fix it, or DROP TRANSFORM and define it again), then RESUME", te.t.Target, pe.Message)
 	default:
@@ -554,7 +555,7 @@ func (w *Worker) affected(ctx context.Context, tx pgx.Tx, wk *work, src int, sc 
 	if !fromSide {
 		side = spec.Join.Source
 	}
-	ch := plan.Changes{Source: side, CapCols: s.CapCols, CapTypes: s.CapTypes}
+	ch := plan.Changes{Source: side, CapCols: s.CapCols, CapTypes: s.CapTypes, Part: sc.part}
 	args := changeArgs(sc.rows, len(side.KeyCols), len(s.CapCols))
 	var queries []string
 	if kind == plan.KindJoin {

@@ -361,7 +361,10 @@ func (w *Worker) recordRowsOf(ctx context.Context, tx pgx.Tx, wk *work, column, 
 	w.poisonedKeys += len(fs)
 	w.e.Logger.Warn("keys poisoned: their changes are held for this transform until released",
 		"target", wk.t.Target.String(), "keys", len(fs), "error", fs[0].msg)
-	return w.e.Cat.BumpGen(ctx, tx)
+	// No generation bump: pages read which keys are held under their key
+	// locks, and bumping here (before a page's key locks, for a source row)
+	// would take the instance row out of the lock order.
+	return nil
 }
 
 // dropAllHeld removes from each work the keys its transform holds. The
@@ -507,6 +510,9 @@ func (e *Engine) applyKeys(ctx context.Context, tx pgx.Tx, t *catalog.Transform,
 		if err := w.applyCareful(ctx, tx, wk); err != nil {
 			return err
 		}
+		e.Metrics.ColumnsQuarantined(w.quarantinedCols)
+		e.Metrics.KeysPoisoned(w.poisonedKeys)
+		w.quarantinedCols, w.poisonedKeys = 0, 0
 		// A column quarantined by an earlier chunk still samples this one.
 		cols, err := e.QuarantinedColumns(ctx, tx, t.ID)
 		if err != nil {
@@ -563,7 +569,7 @@ func (w *Worker) evalBisect(ctx context.Context, tx pgx.Tx, wk *work, pl *plan.P
 		return nil, err
 	}
 	_, err := tx.Exec(ctx, pl.EvalKeys(wk.upTo != nil, hasNull(keys)), wk.keyedArgs(keys)...)
-	if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT trellis_bisect"); rerr != nil {
+	if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT trellis_bisect; RELEASE SAVEPOINT trellis_bisect"); rerr != nil {
 		return nil, rerr
 	}
 	if err == nil {
@@ -632,10 +638,29 @@ func (w *Worker) affectedBisect(ctx context.Context, tx pgx.Tx, wk *work, src in
 	if !RowError(err) {
 		return nil, err
 	}
-	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT trellis_affected"); err != nil {
+	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT trellis_affected; RELEASE SAVEPOINT trellis_affected"); err != nil {
 		return nil, err
 	}
 	if len(rows) == 1 {
+		// The row is held; the groups its old values or its current row
+		// do give are still recomputed, so a row leaving a group for a bad
+		// value leaves that group right.
+		for _, part := range []string{"old", "current"} {
+			if _, err := tx.Exec(ctx, "SAVEPOINT trellis_affected"); err != nil {
+				return nil, err
+			}
+			perr := w.affected(ctx, tx, wk, src, &srcChanges{rows: rows, part: part})
+			release := "RELEASE SAVEPOINT trellis_affected"
+			if perr != nil {
+				if !RowError(perr) {
+					return nil, perr
+				}
+				release = "ROLLBACK TO SAVEPOINT trellis_affected; RELEASE SAVEPOINT trellis_affected"
+			}
+			if _, err := tx.Exec(ctx, release); err != nil {
+				return nil, err
+			}
+		}
 		f := failure{key: ptrs(rows[0].key), msg: err.Error()}
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) {

@@ -349,8 +349,12 @@ func (e *Engine) release(ctx context.Context, tx pgx.Tx, t *catalog.Transform, h
 			keys = append(keys, h.key)
 			continue
 		}
-		if _, err := tx.Exec(ctx, e.Cat.SQL(sqlRestage), h.table, h.key, capture.Buckets-1); err != nil {
+		tag, err := tx.Exec(ctx, e.Cat.SQL(sqlRestage), h.table, h.key, capture.Buckets-1)
+		if err != nil {
 			return fmt.Errorf("staging %s of %s again: %w", drain.RenderKey(h.key), h.table, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return errs.New(errs.NotFound, "%s is no longer captured: its row %s cannot be staged again", h.table, drain.RenderKey(h.key))
 		}
 	}
 	if len(keys) == 0 {

@@ -254,6 +254,20 @@ type Changes struct {
 	Source   Source
 	CapCols  []string
 	CapTypes []string
+	// Part limits AffectedGroups to the groups of the changed rows' old
+	// values ("old") or of their current rows ("current"); "" is both.
+	Part string
+}
+
+// pick keeps the old part, the current part or both of AffectedGroups.
+func (c Changes) pick(old, current string) []string {
+	switch c.Part {
+	case "old":
+		return []string{old}
+	case "current":
+		return []string{current}
+	}
+	return []string{old, current}
 }
 
 func (c Changes) cte() string {
@@ -337,14 +351,14 @@ func (p *Plan) AffectedGroups(c Changes, joinedSide bool, buckets int) string {
 	var parts []string
 	switch {
 	case p.Spec.Join == nil:
-		parts = append(parts,
+		parts = c.pick(
 			fmt.Sprintf("SELECT %s FROM %s", g, c.oldImage(p.alias())),
 			fmt.Sprintf("SELECT %s FROM %s WHERE %s", g, p.from(), c.current(p.alias())))
 	case !joinedSide:
 		j := p.Spec.Join
 		ja := aliasOf(j.Source)
 		jt := ident.Qualified(j.Source.Schema, j.Source.Table) + " AS " + ident.Quote(ja)
-		parts = append(parts,
+		parts = c.pick(
 			fmt.Sprintf("SELECT %s FROM %s%s%s ON %s", g, c.oldImage(p.alias()), p.joinWord(), jt, p.onClause(p.alias(), ja)),
 			fmt.Sprintf("SELECT %s FROM %s WHERE %s", g, p.fromClause(), c.current(p.alias())))
 	default:
@@ -358,7 +372,7 @@ func (p *Plan) AffectedGroups(c Changes, joinedSide bool, buckets int) string {
 		jt := ident.Qualified(j.Source.Schema, j.Source.Table)
 		vals := fmt.Sprintf("SELECT %s FROM %s UNION SELECT %s FROM %s AS %s WHERE %s",
 			strings.Join(joinedCols, ", "), c.oldImage(ja), strings.Join(joinedCols, ", "), jt, ident.Quote(ja), c.current(ja))
-		parts = append(parts,
+		parts = c.pick(
 			fmt.Sprintf("SELECT %s FROM %s JOIN %s ON %s", g, p.from(), c.oldImage(ja), p.onClause(p.alias(), ja)),
 			fmt.Sprintf("SELECT %s FROM %s WHERE %s IN (%s)", g, p.fromClause(), keyTuple(fromCols), vals))
 	}
