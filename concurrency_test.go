@@ -206,7 +206,11 @@ func TestCrashesLoseNothing(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	createShapeSources(e)
-	e.exec(`CREATE TABLE big (id bigint PRIMARY KEY, v int)`)
+	// Partitioned, so that it is built in pages (a plain table this size
+	// is built in one statement) and the crash lands mid-build.
+	e.exec(`CREATE TABLE big (id bigint PRIMARY KEY, v int) PARTITION BY RANGE (id)`)
+	e.exec(`CREATE TABLE big_1 PARTITION OF big FOR VALUES FROM (MINVALUE) TO (75001)`)
+	e.exec(`CREATE TABLE big_2 PARTITION OF big FOR VALUES FROM (75001) TO (MAXVALUE)`)
 	e.exec(`INSERT INTO big SELECT g, g % 1000 FROM generate_series(1, 150000) g`)
 	m := e.connect(trellis.Options{})
 	require.NoError(t, m.Migrate(e.ctx))

@@ -429,3 +429,26 @@ func TestAlterKeepsReadsExact(t *testing.T) {
 	require.Equal(t, "public.customers", st.CaptureFailure.SourceTable)
 	require.Equal(t, []string{"region"}, st.CaptureFailure.Columns)
 }
+
+// A projection of a moderate source is built in one statement, its primary
+// key added after the rows: the target ends with the same key constraint,
+// and the rows are exact.
+func TestInitialBuildKeepsTheTargetKey(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	c := e.engine()
+	e.exec(`CREATE TABLE src (id int PRIMARY KEY, v int)`)
+	e.exec(`INSERT INTO src SELECT g, g FROM generate_series(1, 5000) g`)
+	e.exec(`ANALYZE src`)
+	_, err := c.Apply(e.ctx, `TRANSFORM copy FROM src SELECT v * 2 AS v2 WHERE v % 3 <> 0`)
+	require.NoError(t, err)
+	e.waitState(c, "copy", trellis.StateLive)
+	require.Equal(t, [][]string{{"copy_pkey", "id"}}, e.rows(`
+SELECT k.conname::text, a.attname::text FROM pg_constraint k
+JOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = ANY (k.conkey)
+WHERE k.conrelid = 'copy'::regclass AND k.contype = 'p'`))
+	e.assertMatches("copy", `SELECT id, v * 2 AS v2 FROM src WHERE v % 3 <> 0`)
+	e.exec(`UPDATE src SET v = v + 1 WHERE id <= 100`)
+	e.converge(c)
+	e.assertMatches("copy", `SELECT id, v * 2 AS v2 FROM src WHERE v % 3 <> 0`)
+}

@@ -470,3 +470,11 @@ func (p *Plan) BuildPageNext(hasLower bool, n int) string {
 	return fmt.Sprintf("WITH ins AS (INSERT INTO %s (%s) %s RETURNING %s) SELECT count(*), (SELECT ARRAY[%s] FROM ins ORDER BY %s LIMIT 1) FROM ins",
 		p.Target.Quoted(), ident.List(p.columnNames()), src, ident.List(p.Spec.Source.KeyCols), strings.Join(texts, ", "), strings.Join(desc, ", "))
 }
+
+// InsertAll inserts every row of the definition into the (empty) target:
+// an initial build in one statement. No parameters; the command tag counts
+// the rows.
+func (p *Plan) InsertAll() string {
+	return fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s%s",
+		p.Target.Quoted(), ident.List(p.columnNames()), p.selectList(), p.from(), p.where())
+}

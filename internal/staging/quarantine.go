@@ -10,6 +10,7 @@ import (
 
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/drain"
+	"github.com/trellis-pg/trellis/internal/ident"
 	"github.com/trellis-pg/trellis/internal/plan"
 )
 
@@ -38,6 +39,57 @@ func (w *Worker) buildRange(ctx context.Context, tx pgx.Tx, t *catalog.Transform
 		return 0, fmt.Errorf("listing the keys of a build page: %w", err)
 	}
 	return int64(len(keys)), w.Drain.BuildKeys(ctx, tx, t, keys)
+}
+
+// OneShotRows and OneShotBytes bound the source an initial build reads in
+// one statement (PostgreSQL's estimate of its rows, and its size); a larger
+// source, or a partitioned one, is built in pages.
+const (
+	OneShotRows  = 2_000_000
+	OneShotBytes = 512 << 20
+)
+
+// buildAllAtOnce builds a projection's target in one statement when its
+// source is small enough: the target's primary key is dropped, the rows
+// inserted, and the key added again (sorting the rows once is much cheaper
+// than inserting them into the index one by one), all in the build's
+// transaction, which holds the target's lock throughout, so no one sees it
+// without its key. It reports ok = false, having changed nothing, when the
+// source is too large or anything fails (a row, a foreign key referencing
+// the target): the build then runs in pages.
+func (w *Worker) buildAllAtOnce(ctx context.Context, tx pgx.Tx, t *catalog.Transform) (rows int64, ok bool, err error) {
+	pl := t.Plan()
+	var small bool
+	var pkey string
+	err = tx.QueryRow(ctx, sqlOneShotCheck, pl.Spec.Source.Schema, pl.Spec.Source.Table, t.Target.Schema, t.Target.Name,
+		OneShotRows, OneShotBytes).Scan(&small, &pkey)
+	if err != nil {
+		return 0, false, err
+	}
+	if !small || pkey == "" {
+		return 0, false, nil
+	}
+	err = w.savepoint(ctx, tx, func() error {
+		if _, err := tx.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DROP CONSTRAINT %s", t.Target.Quoted(), ident.Quote(pkey))); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, pl.InsertAll())
+		if err != nil {
+			return err
+		}
+		rows = tag.RowsAffected()
+		_, err = tx.Exec(ctx, fmt.Sprintf("ALTER TABLE %s ADD CONSTRAINT %s PRIMARY KEY (%s)",
+			t.Target.Quoted(), ident.Quote(pkey), ident.List(pl.Spec.Source.KeyCols)))
+		return err
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, false, err
+		}
+		w.Logger.Info("building in one statement failed; building in pages", "target", t.Target.String(), "error", err)
+		return 0, false, nil
+	}
+	return rows, true, nil
 }
 
 // nextInitialPage inserts the next page of an initial build in one

@@ -173,4 +173,14 @@ ORDER BY n DESC LIMIT 1`
 	sqlRotate           = `UPDATE %[1]s.ring SET cur = $1, rotated_at = clock_timestamp() WHERE cur = $2`
 	sqlPrunePages       = `DELETE FROM %[1]s.pages WHERE done AND cut <= $1`
 	sqlPruneCuts        = `DELETE FROM %[1]s.cuts WHERE n < $1`
+
+	// Whether a source is small enough to build in one statement (a plain
+	// table at most $5 rows by PostgreSQL's estimate, -1 when never
+	// analysed, and at most $6 bytes), and the name of the target's primary
+	// key constraint ("" if none).
+	sqlOneShotCheck = `
+SELECT coalesce((SELECT c.relkind = 'r' AND c.reltuples <= $5 AND pg_relation_size(c.oid) <= $6
+                 FROM pg_class c WHERE c.oid = to_regclass(format('%I.%I', $1::text, $2::text))), false),
+       coalesce((SELECT k.conname::text FROM pg_constraint k
+                 WHERE k.conrelid = to_regclass(format('%I.%I', $3::text, $4::text)) AND k.contype = 'p'), '')`
 )

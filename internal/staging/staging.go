@@ -290,7 +290,16 @@ func (w *Worker) buildPage(ctx context.Context, id int) (*plan.Target, error) {
 		var upper []string
 		var upserted int64
 		last, fast := false, false
-		if t.BuildKind == "initial" {
+		if t.BuildKind == "initial" && first {
+			// A source of moderate size is built in one statement, its
+			// primary key added after the rows (an index built by sorting).
+			upserted, fast, err = w.buildAllAtOnce(ctx, tx, t)
+			if err != nil {
+				return fmt.Errorf("building %s: %w", t.Target, err)
+			}
+			last = fast
+		}
+		if t.BuildKind == "initial" && !fast {
 			upper, upserted, last, fast, err = w.nextInitialPage(ctx, tx, t, !first, lowerArgs)
 			if err != nil {
 				return fmt.Errorf("building %s: %w", t.Target, err)
