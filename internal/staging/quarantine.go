@@ -163,6 +163,13 @@ var errUndo = errors.New("undo")
 func (w *Worker) buildWhole(ctx context.Context, tx pgx.Tx, t *catalog.Transform) (int64, error) {
 	pl := t.Plan()
 	stmts := pl.ShapeResync()
+	if t.BuildKind == "initial" {
+		// The target is new and empty: its key index is built after the
+		// rows (by sorting them once), as for a projection (decision 0012).
+		if n, ok, err := w.buildWithoutIndex(ctx, tx, t, stmts); err != nil || ok {
+			return n, err
+		}
+	}
 	var n int64
 	err := w.savepoint(ctx, tx, func() error {
 		for _, q := range stmts {
@@ -185,6 +192,45 @@ func (w *Worker) buildWhole(ctx context.Context, tx pgx.Tx, t *catalog.Transform
 		return 0, fmt.Errorf("listing the keys of %s: %w", t.Target, err)
 	}
 	return int64(len(keys)), w.Drain.BuildKeys(ctx, tx, t, keys)
+}
+
+// buildWithoutIndex runs an initial build of a join or aggregate with the
+// target's unique key index dropped, and creates it again (as PostgreSQL
+// itself renders it) after the rows, under a savepoint in the build's
+// transaction, which holds the target's lock throughout. It reports ok =
+// false, having changed nothing, when anything fails: the caller then builds
+// with the index in place.
+func (w *Worker) buildWithoutIndex(ctx context.Context, tx pgx.Tx, t *catalog.Transform, stmts []string) (rows int64, ok bool, err error) {
+	var index, def string
+	err = tx.QueryRow(ctx, sqlKeyIndex, t.Target.Schema, t.Target.Name).Scan(&index, &def)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	err = w.savepoint(ctx, tx, func() error {
+		if _, err := tx.Exec(ctx, "DROP INDEX "+ident.Qualified(t.Target.Schema, index)); err != nil {
+			return err
+		}
+		for _, q := range stmts {
+			tag, err := tx.Exec(ctx, q)
+			if err != nil {
+				return err
+			}
+			rows = tag.RowsAffected()
+		}
+		_, err := tx.Exec(ctx, def)
+		return err
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, false, err
+		}
+		w.Logger.Info("building with the key index added afterwards failed; building with it in place", "target", t.Target.String(), "error", err)
+		return 0, false, nil
+	}
+	return rows, true, nil
 }
 
 // savepoint runs fn under a savepoint, rolled back to when fn fails.

@@ -183,4 +183,12 @@ SELECT coalesce((SELECT c.relkind = 'r' AND c.reltuples <= $5 AND pg_relation_si
                  FROM pg_class c WHERE c.oid = to_regclass(format('%I.%I', $1::text, $2::text))), false),
        coalesce((SELECT k.conname::text FROM pg_constraint k
                  WHERE k.conrelid = to_regclass(format('%I.%I', $3::text, $4::text)) AND k.contype = 'p'), '')`
+
+	// The unique index Trellis gave a join or aggregate target, and its
+	// definition as PostgreSQL renders it.
+	sqlKeyIndex = `
+SELECT c.relname::text, pg_get_indexdef(i.indexrelid)
+FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+WHERE i.indrelid = to_regclass(format('%I.%I', $1::text, $2::text)) AND i.indisunique
+ORDER BY i.indexrelid LIMIT 1`
 )
