@@ -107,19 +107,32 @@ func withPaused(pl *plan.Plan, paused func(c plan.Column) bool) *plan.Plan {
 	return &out
 }
 
+// probeMode says what a probe does for each key.
+type probeMode int
+
+const (
+	// probeEval only evaluates the plan's columns; nothing is written.
+	probeEval probeMode = iota
+	// probeTry writes each key and undoes it: a write's own failures (a
+	// constraint) show, and no subtransaction outlives its key.
+	probeTry
+	// probeApply writes each key and keeps the keys that succeed.
+	probeApply
+)
+
 // probe runs the keyed statements of pl once per key, each key in a
-// subtransaction, and returns the keys that failed with a row error. With
-// dry, pl's columns are only evaluated, and nothing is written; without,
-// the keys that succeed are applied.
-func (w *Worker) probe(ctx context.Context, tx pgx.Tx, wk *work, pl *plan.Plan, keys [][]*string, dry bool) ([]failure, error) {
+// subtransaction, and returns the keys that failed with a row error; mode
+// says whether the statements only evaluate, write and undo, or write.
+func (w *Worker) probe(ctx context.Context, tx pgx.Tx, wk *work, pl *plan.Plan, keys [][]*string, mode probeMode) ([]failure, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
 	n := wk.nKeyParams()
 	stmts := wk.keyedStatements(pl, keys)
-	if dry {
+	if mode == probeEval {
 		stmts = []string{pl.EvalKeys(wk.upTo != nil, hasNull(keys))}
 	}
+	dry := mode != probeApply
 	var qs []string
 	for _, s := range stmts {
 		q, err := grammar.Rebind(s, func(i int) string {
@@ -200,7 +213,7 @@ func (w *Worker) diagnose(ctx context.Context, tx pgx.Tx, wk *work) error {
 	poison := map[string]failure{}
 	keys := wk.keyList()
 	for round := 0; len(keys) > 0; round++ {
-		fails, err := w.probe(ctx, tx, wk, wk.plan, keys, false)
+		fails, err := w.applyGood(ctx, tx, wk, keys)
 		if err != nil {
 			return err
 		}
@@ -225,6 +238,52 @@ func (w *Worker) diagnose(ctx context.Context, tx pgx.Tx, wk *work) error {
 	return w.recordRows(ctx, tx, wk, "", held, true)
 }
 
+// applyGood applies the keys that succeed under the work's plan and
+// returns those that fail. The keys are first tried one by one with the
+// work undone, then the ones that passed are applied in one statement: a
+// subtransaction per key that wrote and committed would overflow
+// PostgreSQL's subtransaction cache, slowing every session's snapshots.
+// If the bulk write fails all the same (a concurrent change), the keys are
+// applied one by one instead.
+func (w *Worker) applyGood(ctx context.Context, tx pgx.Tx, wk *work, keys [][]*string) ([]failure, error) {
+	fails, err := w.probe(ctx, tx, wk, wk.plan, keys, probeTry)
+	if err != nil {
+		return nil, err
+	}
+	bad := make(map[string]bool, len(fails))
+	for _, f := range fails {
+		bad[RenderKey(f.key)] = true
+	}
+	good := slices.DeleteFunc(slices.Clone(keys), func(k []*string) bool { return bad[RenderKey(k[:wk.nKeyParams()])] })
+	if len(good) == 0 {
+		return fails, nil
+	}
+	if _, err := tx.Exec(ctx, "SAVEPOINT trellis_good"); err != nil {
+		return nil, err
+	}
+	var bulkErr error
+	for _, q := range wk.keyedStatements(wk.plan, good) {
+		if _, bulkErr = tx.Exec(ctx, q, wk.keyedArgs(good)...); bulkErr != nil {
+			break
+		}
+	}
+	if bulkErr == nil {
+		_, err := tx.Exec(ctx, "RELEASE SAVEPOINT trellis_good")
+		return fails, err
+	}
+	if !RowError(bulkErr) {
+		return nil, bulkErr
+	}
+	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT trellis_good; RELEASE SAVEPOINT trellis_good"); err != nil {
+		return nil, err
+	}
+	more, err := w.probe(ctx, tx, wk, wk.plan, good, probeApply)
+	if err != nil {
+		return nil, err
+	}
+	return append(fails, more...), nil
+}
+
 // classify sorts the keys that failed under the work's plan: a constraint
 // violation, or a failure with no column evaluated (the WHERE raised),
 // poisons the key; a failure with only one column evaluated quarantines
@@ -245,7 +304,7 @@ func (w *Worker) classify(ctx context.Context, tx pgx.Tx, wk *work, fails []fail
 		}
 	}
 	none := withPaused(pl, func(plan.Column) bool { return true })
-	whole, err := w.probe(ctx, tx, wk, none, open, true)
+	whole, err := w.probe(ctx, tx, wk, none, open, probeEval)
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +318,7 @@ func (w *Worker) classify(ctx context.Context, tx pgx.Tx, wk *work, fails []fail
 			continue
 		}
 		only := withPaused(pl, func(x plan.Column) bool { return x.Name != c.Name })
-		fs, err := w.probe(ctx, tx, wk, only, open, true)
+		fs, err := w.probe(ctx, tx, wk, only, open, probeEval)
 		if err != nil {
 			return nil, err
 		}
@@ -563,7 +622,7 @@ func (w *Worker) evalBisect(ctx context.Context, tx pgx.Tx, wk *work, pl *plan.P
 		return nil, nil
 	}
 	if len(keys) <= bisectProbe {
-		return w.probe(ctx, tx, wk, pl, keys, true)
+		return w.probe(ctx, tx, wk, pl, keys, probeEval)
 	}
 	if _, err := tx.Exec(ctx, "SAVEPOINT trellis_bisect"); err != nil {
 		return nil, err
