@@ -268,8 +268,17 @@ func (w *Worker) applyGood(ctx context.Context, tx pgx.Tx, wk *work, keys [][]*s
 		}
 	}
 	if bulkErr == nil {
-		_, err := tx.Exec(ctx, "RELEASE SAVEPOINT trellis_good")
-		return fails, err
+		if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT trellis_good"); err != nil {
+			return nil, err
+		}
+		// A key that failed only against the page's starting state (a
+		// unique index of the target another key of the page moved away
+		// from, say) is tried again now, and kept if it passes.
+		var failed [][]*string
+		for _, f := range fails {
+			failed = append(failed, f.key)
+		}
+		return w.probe(ctx, tx, wk, wk.plan, failed, probeApply)
 	}
 	if !RowError(bulkErr) {
 		return nil, bulkErr

@@ -70,6 +70,11 @@ func (w *Worker) buildAllAtOnce(ctx context.Context, tx pgx.Tx, t *catalog.Trans
 		return 0, false, nil
 	}
 	err = w.savepoint(ctx, tx, func() error {
+		// A session reading the target makes this path give way at once,
+		// rather than wait holding every key lock of the transform.
+		if _, err := tx.Exec(ctx, "LOCK TABLE "+t.Target.Quoted()+" IN ACCESS EXCLUSIVE MODE NOWAIT"); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DROP CONSTRAINT %s", t.Target.Quoted(), ident.Quote(pkey))); err != nil {
 			return err
 		}
@@ -86,7 +91,7 @@ func (w *Worker) buildAllAtOnce(ctx context.Context, tx pgx.Tx, t *catalog.Trans
 		if ctx.Err() != nil {
 			return 0, false, err
 		}
-		w.Logger.Info("building in one statement failed; building in pages", "target", t.Target.String(), "error", err)
+		w.Logger.Warn("building in one statement failed; building in pages", "target", t.Target.String(), "error", err)
 		return 0, false, nil
 	}
 	return rows, true, nil
@@ -210,6 +215,9 @@ func (w *Worker) buildWithoutIndex(ctx context.Context, tx pgx.Tx, t *catalog.Tr
 		return 0, false, err
 	}
 	err = w.savepoint(ctx, tx, func() error {
+		if _, err := tx.Exec(ctx, "LOCK TABLE "+t.Target.Quoted()+" IN ACCESS EXCLUSIVE MODE NOWAIT"); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, "DROP INDEX "+ident.Qualified(t.Target.Schema, index)); err != nil {
 			return err
 		}
@@ -227,7 +235,7 @@ func (w *Worker) buildWithoutIndex(ctx context.Context, tx pgx.Tx, t *catalog.Tr
 		if ctx.Err() != nil {
 			return 0, false, err
 		}
-		w.Logger.Info("building with the key index added afterwards failed; building with it in place", "target", t.Target.String(), "error", err)
+		w.Logger.Warn("building with the key index added afterwards failed; building with it in place", "target", t.Target.String(), "error", err)
 		return 0, false, nil
 	}
 	return rows, true, nil

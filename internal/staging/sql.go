@@ -179,7 +179,7 @@ ORDER BY n DESC LIMIT 1`
 	// analysed, and at most $6 bytes), and the name of the target's primary
 	// key constraint ("" if none).
 	sqlOneShotCheck = `
-SELECT coalesce((SELECT c.relkind = 'r' AND c.reltuples <= $5 AND pg_relation_size(c.oid) <= $6
+SELECT coalesce((SELECT c.relkind = 'r' AND NOT c.relhassubclass AND c.reltuples <= $5 AND pg_table_size(c.oid) <= $6
                  FROM pg_class c WHERE c.oid = to_regclass(format('%I.%I', $1::text, $2::text))), false),
        coalesce((SELECT k.conname::text FROM pg_constraint k
                  WHERE k.conrelid = to_regclass(format('%I.%I', $3::text, $4::text)) AND k.contype = 'p'), '')`
@@ -190,5 +190,6 @@ SELECT coalesce((SELECT c.relkind = 'r' AND c.reltuples <= $5 AND pg_relation_si
 SELECT c.relname::text, pg_get_indexdef(i.indexrelid)
 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
 WHERE i.indrelid = to_regclass(format('%I.%I', $1::text, $2::text)) AND i.indisunique
+  AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid)
 ORDER BY i.indexrelid LIMIT 1`
 )
