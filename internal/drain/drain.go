@@ -519,7 +519,8 @@ func (wk *work) add(key []*string, bucket int) {
 	wk.buckets[bucket] = true
 }
 
-func ptrs(ss []string) []*string {
+// Ptrs is a key's values as nullable text, the form keys take in works.
+func Ptrs(ss []string) []*string {
 	out := make([]*string, len(ss))
 	for i := range ss {
 		out[i] = &ss[i]
@@ -541,7 +542,7 @@ func (w *Worker) affected(ctx context.Context, tx pgx.Tx, wk *work, src int, sc 
 	kind := wk.plan.Kind()
 	if fromSide && kind != plan.KindAggregate {
 		for _, c := range sc.rows {
-			wk.add(ptrs(c.key), c.bucket)
+			wk.add(Ptrs(c.key), c.bucket)
 		}
 	}
 	if kind == plan.KindProjection || (kind == plan.KindJoin && !joinedSide) {
@@ -556,18 +557,8 @@ func (w *Worker) affected(ctx context.Context, tx pgx.Tx, wk *work, src int, sc 
 		side = spec.Join.Source
 	}
 	ch := plan.Changes{Source: side, CapCols: s.CapCols, CapTypes: s.CapTypes, Part: sc.part}
-	args := changeArgs(sc.rows, len(side.KeyCols), len(s.CapCols))
-	var queries []string
-	if kind == plan.KindJoin {
-		queries = append(queries, wk.plan.JoinedSideFromKeys(ch, capture.Buckets))
-	} else {
-		if fromSide {
-			queries = append(queries, wk.plan.AffectedGroups(ch, false, capture.Buckets))
-		}
-		if joinedSide {
-			queries = append(queries, wk.plan.AffectedGroups(ch, true, capture.Buckets))
-		}
-	}
+	args := ch.Args(len(sc.rows), func(i int) ([]string, []*string) { return sc.rows[i].key, sc.rows[i].vals })
+	queries := wk.plan.AffectedQueries(ch, fromSide, joinedSide, capture.Buckets)
 	for _, q := range queries {
 		rows, err := tx.Query(ctx, q, args...)
 		if err != nil {
@@ -593,34 +584,6 @@ func (w *Worker) affected(ctx context.Context, tx pgx.Tx, wk *work, src int, sc 
 		}
 	}
 	return nil
-}
-
-// changeArgs are the parameters of plan.Changes queries.
-func changeArgs(rows []change, nkeys, ncaps int) []any {
-	cols := make([][]*string, nkeys+ncaps)
-	hv := make([]bool, len(rows))
-	for r, c := range rows {
-		for i := 0; i < nkeys; i++ {
-			var v *string
-			if i < len(c.key) {
-				v = &c.key[i]
-			}
-			cols[i] = append(cols[i], v)
-		}
-		for i := 0; i < ncaps; i++ {
-			var v *string
-			if i < len(c.vals) {
-				v = c.vals[i]
-			}
-			cols[nkeys+i] = append(cols[nkeys+i], v)
-		}
-		hv[r] = c.vals != nil
-	}
-	args := make([]any, 0, len(cols)+1)
-	for _, c := range cols {
-		args = append(args, c)
-	}
-	return append(args, hv)
 }
 
 // keyList is the work's keys, in a stable order.

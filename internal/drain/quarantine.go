@@ -172,21 +172,32 @@ func (w *Worker) probe(ctx context.Context, tx pgx.Tx, wk *work, pl *plan.Plan, 
 	return out, nil
 }
 
+// Savepoint runs fn in a savepoint of tx (a pgx nested transaction): what
+// it did stays when it succeeds and is rolled back when it fails. fn's
+// error is returned.
+func Savepoint(ctx context.Context, tx pgx.Tx, fn func() error) error {
+	return pgx.BeginFunc(ctx, tx, func(pgx.Tx) error { return fn() })
+}
+
+// Undone runs fn in a savepoint that is always rolled back: only whether
+// its statements succeed remains. fn's error is returned.
+func Undone(ctx context.Context, tx pgx.Tx, fn func() error) error {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	ferr := fn()
+	if err := sp.Rollback(ctx); err != nil {
+		return err
+	}
+	return ferr
+}
+
 // applyCareful applies a work under a savepoint; a row error is diagnosed
 // key by key instead of failing the page.
 func (w *Worker) applyCareful(ctx context.Context, tx pgx.Tx, wk *work) error {
-	if _, err := tx.Exec(ctx, "SAVEPOINT trellis_transform"); err != nil {
-		return err
-	}
-	err := wk.apply(ctx, tx)
-	if err == nil {
-		_, err = tx.Exec(ctx, "RELEASE SAVEPOINT trellis_transform")
-		return err
-	}
-	if !RowError(err) || wk.resync || wk.skip {
-		return err
-	}
-	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT trellis_transform"); err != nil {
+	err := Savepoint(ctx, tx, func() error { return wk.apply(ctx, tx) })
+	if err == nil || !RowError(err) || wk.resync || wk.skip {
 		return err
 	}
 	return w.diagnose(ctx, tx, wk)
@@ -258,19 +269,8 @@ func (w *Worker) applyGood(ctx context.Context, tx pgx.Tx, wk *work, keys [][]*s
 	if len(good) == 0 {
 		return fails, nil
 	}
-	if _, err := tx.Exec(ctx, "SAVEPOINT trellis_good"); err != nil {
-		return nil, err
-	}
-	var bulkErr error
-	for _, q := range wk.keyedStatements(wk.plan, good) {
-		if _, bulkErr = tx.Exec(ctx, q, wk.keyedArgs(good)...); bulkErr != nil {
-			break
-		}
-	}
+	bulkErr := Savepoint(ctx, tx, func() error { return wk.execKeyed(ctx, tx, wk.plan, good) })
 	if bulkErr == nil {
-		if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT trellis_good"); err != nil {
-			return nil, err
-		}
 		// A key that failed only against the page's starting state (a
 		// unique index of the target another key of the page moved away
 		// from, say) is tried again now, and kept if it passes.
@@ -282,9 +282,6 @@ func (w *Worker) applyGood(ctx context.Context, tx pgx.Tx, wk *work, keys [][]*s
 	}
 	if !RowError(bulkErr) {
 		return nil, bulkErr
-	}
-	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT trellis_good; RELEASE SAVEPOINT trellis_good"); err != nil {
-		return nil, err
 	}
 	more, err := w.probe(ctx, tx, wk, wk.plan, good, probeApply)
 	if err != nil {
@@ -357,32 +354,31 @@ func (e *stopError) Unwrap() error { return e.err }
 // for no key fails with a row error: the failure is in reading the source,
 // not in writing the target.
 func (w *Worker) evalFailsWithNoKey(ctx context.Context, tx pgx.Tx, wk *work) bool {
-	if _, err := tx.Exec(ctx, "SAVEPOINT trellis_eval"); err != nil {
-		return false
-	}
-	_, err := tx.Exec(ctx, wk.plan.EvalKeys(wk.upTo != nil, false), wk.keyedArgs(nil)...)
-	if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT trellis_eval"); rerr != nil {
-		return false
-	}
-	return err != nil && RowError(err)
+	return RowError(Undone(ctx, tx, func() error { return wk.evalKeys(ctx, tx, wk.plan, nil) }))
 }
 
 // emptyRun runs the work's statements for no key, and undoes them.
 func (w *Worker) emptyRun(ctx context.Context, tx pgx.Tx, wk *work) error {
-	if _, err := tx.Exec(ctx, "SAVEPOINT trellis_empty"); err != nil {
-		return err
+	if err := Undone(ctx, tx, func() error { return wk.execKeyed(ctx, tx, wk.plan, nil) }); err != nil {
+		return fmt.Errorf("applying changes to %s: %w", wk.t.Target, err)
 	}
-	var failed error
-	for _, q := range wk.keyedStatements(wk.plan, nil) {
-		if _, err := tx.Exec(ctx, q, wk.keyedArgs(nil)...); err != nil {
-			failed = fmt.Errorf("applying changes to %s: %w", wk.t.Target, err)
-			break
+	return nil
+}
+
+// execKeyed runs the keyed statements of pl for keys.
+func (wk *work) execKeyed(ctx context.Context, tx pgx.Tx, pl *plan.Plan, keys [][]*string) error {
+	for _, q := range wk.keyedStatements(pl, keys) {
+		if _, err := tx.Exec(ctx, q, wk.keyedArgs(keys)...); err != nil {
+			return err
 		}
 	}
-	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT trellis_empty"); err != nil {
-		return err
-	}
-	return failed
+	return nil
+}
+
+// evalKeys evaluates pl's columns for keys, writing nothing.
+func (wk *work) evalKeys(ctx context.Context, tx pgx.Tx, pl *plan.Plan, keys [][]*string) error {
+	_, err := tx.Exec(ctx, pl.EvalKeys(wk.upTo != nil, hasNull(keys)), wk.keyedArgs(keys)...)
+	return err
 }
 
 // quarantineColumns pauses columns of a transform that failed on rows and
@@ -504,19 +500,11 @@ func (w *Worker) refreshSamples(ctx context.Context, tx pgx.Tx, wk *work, quaran
 	}
 	// Fast path: every row evaluates every quarantined column.
 	only := withPaused(wk.plan, func(c plan.Column) bool { return !slices.Contains(cols, c.Name) })
-	if _, err := tx.Exec(ctx, "SAVEPOINT trellis_samples"); err != nil {
+	err := Undone(ctx, tx, func() error { return wk.evalKeys(ctx, tx, only, keys) })
+	if err != nil && !RowError(err) {
 		return err
 	}
-	failed := false
-	if _, err := tx.Exec(ctx, only.EvalKeys(wk.upTo != nil, hasNull(keys)), wk.keyedArgs(keys)...); err != nil {
-		if !RowError(err) {
-			return err
-		}
-		failed = true
-	}
-	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT trellis_samples"); err != nil {
-		return err
-	}
+	failed := err != nil
 	if _, err := tx.Exec(ctx, w.e.Cat.SQL(sqlClearSamples), wk.t.ID, cols, texts); err != nil {
 		return err
 	}
@@ -633,13 +621,7 @@ func (w *Worker) evalBisect(ctx context.Context, tx pgx.Tx, wk *work, pl *plan.P
 	if len(keys) <= bisectProbe {
 		return w.probe(ctx, tx, wk, pl, keys, probeEval)
 	}
-	if _, err := tx.Exec(ctx, "SAVEPOINT trellis_bisect"); err != nil {
-		return nil, err
-	}
-	_, err := tx.Exec(ctx, pl.EvalKeys(wk.upTo != nil, hasNull(keys)), wk.keyedArgs(keys)...)
-	if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT trellis_bisect; RELEASE SAVEPOINT trellis_bisect"); rerr != nil {
-		return nil, rerr
-	}
+	err := Undone(ctx, tx, func() error { return wk.evalKeys(ctx, tx, pl, keys) })
 	if err == nil {
 		return nil, nil
 	}
@@ -695,18 +677,10 @@ func (w *Worker) affectedBisect(ctx context.Context, tx pgx.Tx, wk *work, src in
 	if len(rows) == 0 && !truncate {
 		return nil, nil
 	}
-	if _, err := tx.Exec(ctx, "SAVEPOINT trellis_affected"); err != nil {
-		return nil, err
-	}
-	err := w.affected(ctx, tx, wk, src, &srcChanges{rows: rows, truncate: truncate})
-	if err == nil {
-		_, err = tx.Exec(ctx, "RELEASE SAVEPOINT trellis_affected")
-		return nil, err
-	}
-	if !RowError(err) {
-		return nil, err
-	}
-	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT trellis_affected; RELEASE SAVEPOINT trellis_affected"); err != nil {
+	err := Savepoint(ctx, tx, func() error {
+		return w.affected(ctx, tx, wk, src, &srcChanges{rows: rows, truncate: truncate})
+	})
+	if err == nil || !RowError(err) {
 		return nil, err
 	}
 	if len(rows) == 1 {
@@ -714,22 +688,14 @@ func (w *Worker) affectedBisect(ctx context.Context, tx pgx.Tx, wk *work, src in
 		// do give are still recomputed, so a row leaving a group for a bad
 		// value leaves that group right.
 		for _, part := range []string{"old", "current"} {
-			if _, err := tx.Exec(ctx, "SAVEPOINT trellis_affected"); err != nil {
-				return nil, err
-			}
-			perr := w.affected(ctx, tx, wk, src, &srcChanges{rows: rows, part: part})
-			release := "RELEASE SAVEPOINT trellis_affected"
-			if perr != nil {
-				if !RowError(perr) {
-					return nil, perr
-				}
-				release = "ROLLBACK TO SAVEPOINT trellis_affected; RELEASE SAVEPOINT trellis_affected"
-			}
-			if _, err := tx.Exec(ctx, release); err != nil {
-				return nil, err
+			perr := Savepoint(ctx, tx, func() error {
+				return w.affected(ctx, tx, wk, src, &srcChanges{rows: rows, part: part})
+			})
+			if perr != nil && !RowError(perr) {
+				return nil, perr
 			}
 		}
-		f := failure{key: ptrs(rows[0].key), msg: err.Error()}
+		f := failure{key: Ptrs(rows[0].key), msg: err.Error()}
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) {
 			f.state, f.msg = pe.Code, pe.Message

@@ -321,12 +321,31 @@ func (p *Plan) Resync(upTo bool) string {
 	return p.withDeleteUpsert("", src, strings.Join(tConds, " AND "))
 }
 
-func (p *Plan) targetKeyTuple() string {
-	var tk []string
-	for _, k := range p.Spec.Source.KeyCols {
-		tk = append(tk, "t."+ident.Quote(k))
+// targetKey is the target's key columns qualified by the alias t.
+func (p *Plan) targetKey() []string {
+	tk := make([]string, len(p.Spec.Source.KeyCols))
+	for i, k := range p.Spec.Source.KeyCols {
+		tk[i] = "t." + ident.Quote(k)
 	}
-	return keyTuple(tk)
+	return tk
+}
+
+func (p *Plan) targetKeyTuple() string { return keyTuple(p.targetKey()) }
+
+// pageRange are the conditions on the source's and the target's keys of a
+// build page (lower, upper]: parameters lower's key values then upper's.
+func (p *Plan) pageRange(hasLower, hasUpper bool) (srcConds, tConds []string) {
+	next := 1
+	if hasLower {
+		srcConds = append(srcConds, keyTuple(p.srcKey())+" > "+p.cursorTuple(next))
+		tConds = append(tConds, p.targetKeyTuple()+" > "+p.cursorTuple(next))
+		next += len(p.Spec.Source.KeyCols)
+	}
+	if hasUpper {
+		srcConds = append(srcConds, keyTuple(p.srcKey())+" <= "+p.cursorTuple(next))
+		tConds = append(tConds, p.targetKeyTuple()+" <= "+p.cursorTuple(next))
+	}
+	return srcConds, tConds
 }
 
 // withDeleteUpsert assembles WITH <pre> src AS (...), del AS (DELETE target
@@ -373,22 +392,7 @@ func (p *Plan) cursorTuple(start int) string {
 // rebuild), rows are upserted and target rows in the range that the source
 // no longer backs are deleted; an initial build only inserts.
 func (p *Plan) BuildPage(hasLower, hasUpper, deleteUnbacked bool) string {
-	n := len(p.Spec.Source.KeyCols)
-	var srcConds, tConds []string
-	next := 1
-	tKey := make([]string, n)
-	for i, k := range p.Spec.Source.KeyCols {
-		tKey[i] = "t." + ident.Quote(k)
-	}
-	if hasLower {
-		srcConds = append(srcConds, keyTuple(p.srcKey())+" > "+p.cursorTuple(next))
-		tConds = append(tConds, keyTuple(tKey)+" > "+p.cursorTuple(next))
-		next += n
-	}
-	if hasUpper {
-		srcConds = append(srcConds, keyTuple(p.srcKey())+" <= "+p.cursorTuple(next))
-		tConds = append(tConds, keyTuple(tKey)+" <= "+p.cursorTuple(next))
-	}
+	srcConds, tConds := p.pageRange(hasLower, hasUpper)
 	src := fmt.Sprintf("SELECT %s FROM %s%s", p.selectList(), p.from(), p.where(srcConds...))
 	if !deleteUnbacked {
 		// An initial build: the drain leaves keys past the build's cursor
@@ -413,22 +417,7 @@ func (p *Plan) Recount() string {
 // target's too (a rebuild also deletes what the source no longer backs).
 // A page on which a row fails is re-derived key by key from this list.
 func (p *Plan) BuildPageKeys(hasLower, hasUpper, withTarget bool) string {
-	n := len(p.Spec.Source.KeyCols)
-	var srcConds, tConds []string
-	next := 1
-	tKey := make([]string, n)
-	for i, k := range p.Spec.Source.KeyCols {
-		tKey[i] = "t." + ident.Quote(k)
-	}
-	if hasLower {
-		srcConds = append(srcConds, keyTuple(p.srcKey())+" > "+p.cursorTuple(next))
-		tConds = append(tConds, keyTuple(tKey)+" > "+p.cursorTuple(next))
-		next += n
-	}
-	if hasUpper {
-		srcConds = append(srcConds, keyTuple(p.srcKey())+" <= "+p.cursorTuple(next))
-		tConds = append(tConds, keyTuple(tKey)+" <= "+p.cursorTuple(next))
-	}
+	srcConds, tConds := p.pageRange(hasLower, hasUpper)
 	texts := func(cols []string) string {
 		out := make([]string, len(cols))
 		for i, c := range cols {
@@ -444,7 +433,7 @@ func (p *Plan) BuildPageKeys(hasLower, hasUpper, withTarget bool) string {
 	}
 	q := fmt.Sprintf("SELECT %s FROM %s%s", texts(p.srcKey()), p.from(), where(srcConds))
 	if withTarget {
-		q += fmt.Sprintf(" UNION SELECT %s FROM %s AS t%s", texts(tKey), p.Target.Quoted(), where(tConds))
+		q += fmt.Sprintf(" UNION SELECT %s FROM %s AS t%s", texts(p.targetKey()), p.Target.Quoted(), where(tConds))
 	}
 	return q
 }

@@ -401,3 +401,52 @@ func (p *Plan) ShapeKeys() string {
 	}
 	return fmt.Sprintf("SELECT DISTINCT %s FROM %s", strings.Join(cols, ", "), p.fromClause())
 }
+
+// Args are the parameters of the Changes queries for n changed rows: row(i)
+// gives the i-th row's key values and old values (nil for a new row).
+func (c Changes) Args(n int, row func(i int) (key []string, vals []*string)) []any {
+	nkeys, ncaps := len(c.Source.KeyCols), len(c.CapCols)
+	cols := make([][]*string, nkeys+ncaps)
+	hv := make([]bool, n)
+	for r := 0; r < n; r++ {
+		key, vals := row(r)
+		for i := 0; i < nkeys; i++ {
+			var v *string
+			if i < len(key) {
+				v = &key[i]
+			}
+			cols[i] = append(cols[i], v)
+		}
+		for i := 0; i < ncaps; i++ {
+			var v *string
+			if i < len(vals) {
+				v = vals[i]
+			}
+			cols[nkeys+i] = append(cols[nkeys+i], v)
+		}
+		hv[r] = vals != nil
+	}
+	args := make([]any, 0, len(cols)+1)
+	for _, col := range cols {
+		args = append(args, col)
+	}
+	return append(args, hv)
+}
+
+// AffectedQueries are the queries finding the target keys that changes of
+// one of a join's or aggregate's tables touch (fromSide, joinedSide: which
+// of its tables the changes are of); each returns the keys as text and
+// their bucket, and takes c.Args.
+func (p *Plan) AffectedQueries(c Changes, fromSide, joinedSide bool, buckets int) []string {
+	if p.Kind() == KindJoin {
+		return []string{p.JoinedSideFromKeys(c, buckets)}
+	}
+	var out []string
+	if fromSide {
+		out = append(out, p.AffectedGroups(c, false, buckets))
+	}
+	if joinedSide {
+		out = append(out, p.AffectedGroups(c, true, buckets))
+	}
+	return out
+}

@@ -519,7 +519,7 @@ func (c *check) inFlight(ctx context.Context, tx pgx.Tx, t *catalog.Transform, p
 		joinedSide := spec.Join != nil && spec.Join.Source.ID == src
 		if fromSide && kind != plan.KindAggregate {
 			for _, ch := range chs {
-				units = append(units, ptrs(ch.key))
+				units = append(units, drain.Ptrs(ch.key))
 			}
 		}
 		if kind == plan.KindProjection || (kind == plan.KindJoin && !joinedSide) {
@@ -544,18 +544,8 @@ func (c *check) inFlight(ctx context.Context, tx pgx.Tx, t *catalog.Transform, p
 			side = spec.Join.Source
 		}
 		ch := plan.Changes{Source: side, CapCols: s.CapCols, CapTypes: s.CapTypes}
-		args := changeArgs(chs, len(side.KeyCols), len(s.CapCols))
-		var queries []string
-		if kind == plan.KindJoin {
-			queries = append(queries, pl.JoinedSideFromKeys(ch, capture.Buckets))
-		} else {
-			if fromSide {
-				queries = append(queries, pl.AffectedGroups(ch, false, capture.Buckets))
-			}
-			if joinedSide {
-				queries = append(queries, pl.AffectedGroups(ch, true, capture.Buckets))
-			}
-		}
+		args := ch.Args(len(chs), func(i int) ([]string, []*string) { return chs[i].key, chs[i].vals })
+		queries := pl.AffectedQueries(ch, fromSide, joinedSide, capture.Buckets)
 		for _, q := range queries {
 			rows, err := tx.Query(ctx, q, args...)
 			if err != nil {
@@ -582,43 +572,6 @@ func (c *check) inFlight(ctx context.Context, tx pgx.Tx, t *catalog.Transform, p
 		}
 	}
 	return units, false, nil
-}
-
-func ptrs(ss []string) []*string {
-	out := make([]*string, len(ss))
-	for i := range ss {
-		out[i] = &ss[i]
-	}
-	return out
-}
-
-// changeArgs are the parameters of plan.Changes queries (as the drain
-// passes them).
-func changeArgs(rows []change, nkeys, ncaps int) []any {
-	cols := make([][]*string, nkeys+ncaps)
-	hv := make([]bool, len(rows))
-	for r, c := range rows {
-		for i := 0; i < nkeys; i++ {
-			var v *string
-			if i < len(c.key) {
-				v = &c.key[i]
-			}
-			cols[i] = append(cols[i], v)
-		}
-		for i := 0; i < ncaps; i++ {
-			var v *string
-			if i < len(c.vals) {
-				v = c.vals[i]
-			}
-			cols[nkeys+i] = append(cols[nkeys+i], v)
-		}
-		hv[r] = c.vals != nil
-	}
-	args := make([]any, 0, len(cols)+1)
-	for _, c := range cols {
-		args = append(args, c)
-	}
-	return append(args, hv)
 }
 
 // awaitLive waits, up to the job's timeout, for the transform to be live.

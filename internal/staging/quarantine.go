@@ -25,7 +25,7 @@ func (w *Worker) buildRange(ctx context.Context, tx pgx.Tx, t *catalog.Transform
 	pl := t.Plan()
 	rebuild := t.BuildKind == "rebuild"
 	var deleted, upserted int64
-	err := w.savepoint(ctx, tx, func() error {
+	err := drain.Savepoint(ctx, tx, func() error {
 		return tx.QueryRow(ctx, pl.BuildPage(hasLower, hasUpper, rebuild), args...).Scan(&deleted, &upserted)
 	})
 	if err == nil {
@@ -69,7 +69,7 @@ func (w *Worker) buildAllAtOnce(ctx context.Context, tx pgx.Tx, t *catalog.Trans
 	if !small || pkey == "" {
 		return 0, false, nil
 	}
-	err = w.savepoint(ctx, tx, func() error {
+	err = drain.Savepoint(ctx, tx, func() error {
 		// A session reading the target makes this path give way at once,
 		// rather than wait holding every key lock of the transform.
 		if _, err := tx.Exec(ctx, "LOCK TABLE "+t.Target.Quoted()+" IN ACCESS EXCLUSIVE MODE NOWAIT"); err != nil {
@@ -103,7 +103,7 @@ func (w *Worker) buildAllAtOnce(ctx context.Context, tx pgx.Tx, t *catalog.Trans
 // the careful way.
 func (w *Worker) nextInitialPage(ctx context.Context, tx pgx.Tx, t *catalog.Transform, hasLower bool, lowerArgs []any) (upper []string, rows int64, last, fast bool, err error) {
 	var end []string
-	err = w.savepoint(ctx, tx, func() error {
+	err = drain.Savepoint(ctx, tx, func() error {
 		return tx.QueryRow(ctx, t.Plan().BuildPageNext(hasLower, BuildPageRows), lowerArgs...).Scan(&rows, &end)
 	})
 	if err != nil {
@@ -141,16 +141,10 @@ func (w *Worker) sampleRange(ctx context.Context, tx pgx.Tx, t *catalog.Transfor
 	}
 	only := drain.WithPaused(t.Plan(), func(c plan.Column) bool { return !slices.Contains(cols, c.Name) })
 	var deleted, upserted int64
-	failed := w.savepoint(ctx, tx, func() error {
-		if err := tx.QueryRow(ctx, only.BuildPage(hasLower, hasUpper, true), args...).Scan(&deleted, &upserted); err != nil {
-			return err
-		}
-		return errUndo
+	failed := drain.Undone(ctx, tx, func() error {
+		return tx.QueryRow(ctx, only.BuildPage(hasLower, hasUpper, true), args...).Scan(&deleted, &upserted)
 	})
-	if errors.Is(failed, errUndo) {
-		return nil
-	}
-	if !drain.RowError(failed) {
+	if failed == nil || !drain.RowError(failed) {
 		return failed
 	}
 	keys, err := textRows(ctx, tx, t.Plan().BuildPageKeys(hasLower, hasUpper, false), args...)
@@ -159,9 +153,6 @@ func (w *Worker) sampleRange(ctx context.Context, tx pgx.Tx, t *catalog.Transfor
 	}
 	return w.Drain.SampleKeys(ctx, tx, t, keys, cols)
 }
-
-// errUndo makes savepoint undo work that succeeded.
-var errUndo = errors.New("undo")
 
 // buildWhole builds a join or aggregate: every row deleted, then what the
 // definition yields inserted. It returns the rows written.
@@ -176,7 +167,7 @@ func (w *Worker) buildWhole(ctx context.Context, tx pgx.Tx, t *catalog.Transform
 		}
 	}
 	var n int64
-	err := w.savepoint(ctx, tx, func() error {
+	err := drain.Savepoint(ctx, tx, func() error {
 		for _, q := range stmts {
 			tag, err := tx.Exec(ctx, q)
 			if err != nil {
@@ -214,7 +205,7 @@ func (w *Worker) buildWithoutIndex(ctx context.Context, tx pgx.Tx, t *catalog.Tr
 	if err != nil {
 		return 0, false, err
 	}
-	err = w.savepoint(ctx, tx, func() error {
+	err = drain.Savepoint(ctx, tx, func() error {
 		if _, err := tx.Exec(ctx, "LOCK TABLE "+t.Target.Quoted()+" IN ACCESS EXCLUSIVE MODE NOWAIT"); err != nil {
 			return err
 		}
@@ -239,21 +230,6 @@ func (w *Worker) buildWithoutIndex(ctx context.Context, tx pgx.Tx, t *catalog.Tr
 		return 0, false, nil
 	}
 	return rows, true, nil
-}
-
-// savepoint runs fn under a savepoint, rolled back to when fn fails.
-func (w *Worker) savepoint(ctx context.Context, tx pgx.Tx, fn func() error) error {
-	if _, err := tx.Exec(ctx, "SAVEPOINT trellis_build"); err != nil {
-		return err
-	}
-	if err := fn(); err != nil {
-		if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT trellis_build"); rerr != nil {
-			return rerr
-		}
-		return err
-	}
-	_, err := tx.Exec(ctx, "RELEASE SAVEPOINT trellis_build")
-	return err
 }
 
 // textRows reads a query's rows of text values (NULL as nil).
