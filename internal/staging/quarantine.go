@@ -69,29 +69,40 @@ func (w *Worker) buildAllAtOnce(ctx context.Context, tx pgx.Tx, t *catalog.Trans
 	if !small || pkey == "" {
 		return 0, false, nil
 	}
+	drop := fmt.Sprintf("ALTER TABLE %s DROP CONSTRAINT %s", t.Target.Quoted(), ident.Quote(pkey))
+	add := fmt.Sprintf("ALTER TABLE %s ADD CONSTRAINT %s PRIMARY KEY (%s)",
+		t.Target.Quoted(), ident.Quote(pkey), ident.List(pl.Spec.Source.KeyCols))
+	return w.buildKeyAfter(ctx, tx, t, drop, []string{pl.InsertAll()}, add)
+}
+
+// buildKeyAfter runs a build's statements with the target's key dropped
+// first and created again after the rows (sorting them once is much cheaper
+// than inserting them into the index one by one), under a savepoint in the
+// build's transaction, which holds the target's lock throughout, so no one
+// sees it without its key. The target is locked NOWAIT first: a session
+// reading it makes this path give way at once, rather than wait holding
+// every key lock of the transform. It reports ok = false, having changed
+// nothing, when anything fails: the caller then builds the usual way.
+// rows is what the last statement wrote.
+func (w *Worker) buildKeyAfter(ctx context.Context, tx pgx.Tx, t *catalog.Transform, drop string, stmts []string, create string) (rows int64, ok bool, err error) {
 	err = drain.Savepoint(ctx, tx, func() error {
-		// A session reading the target makes this path give way at once,
-		// rather than wait holding every key lock of the transform.
-		if _, err := tx.Exec(ctx, "LOCK TABLE "+t.Target.Quoted()+" IN ACCESS EXCLUSIVE MODE NOWAIT"); err != nil {
-			return err
+		all := append(append([]string{"LOCK TABLE " + t.Target.Quoted() + " IN ACCESS EXCLUSIVE MODE NOWAIT", drop}, stmts...), create)
+		for i, q := range all {
+			tag, err := tx.Exec(ctx, q)
+			if err != nil {
+				return err
+			}
+			if i == len(all)-2 {
+				rows = tag.RowsAffected()
+			}
 		}
-		if _, err := tx.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DROP CONSTRAINT %s", t.Target.Quoted(), ident.Quote(pkey))); err != nil {
-			return err
-		}
-		tag, err := tx.Exec(ctx, pl.InsertAll())
-		if err != nil {
-			return err
-		}
-		rows = tag.RowsAffected()
-		_, err = tx.Exec(ctx, fmt.Sprintf("ALTER TABLE %s ADD CONSTRAINT %s PRIMARY KEY (%s)",
-			t.Target.Quoted(), ident.Quote(pkey), ident.List(pl.Spec.Source.KeyCols)))
-		return err
+		return nil
 	})
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, false, err
 		}
-		w.Logger.Warn("building in one statement failed; building in pages", "target", t.Target.String(), "error", err)
+		w.Logger.Warn("building with the target's key added after the rows failed; building the usual way", "target", t.Target.String(), "error", err)
 		return 0, false, nil
 	}
 	return rows, true, nil
@@ -205,31 +216,7 @@ func (w *Worker) buildWithoutIndex(ctx context.Context, tx pgx.Tx, t *catalog.Tr
 	if err != nil {
 		return 0, false, err
 	}
-	err = drain.Savepoint(ctx, tx, func() error {
-		if _, err := tx.Exec(ctx, "LOCK TABLE "+t.Target.Quoted()+" IN ACCESS EXCLUSIVE MODE NOWAIT"); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, "DROP INDEX "+ident.Qualified(t.Target.Schema, index)); err != nil {
-			return err
-		}
-		for _, q := range stmts {
-			tag, err := tx.Exec(ctx, q)
-			if err != nil {
-				return err
-			}
-			rows = tag.RowsAffected()
-		}
-		_, err := tx.Exec(ctx, def)
-		return err
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return 0, false, err
-		}
-		w.Logger.Warn("building with the key index added afterwards failed; building with it in place", "target", t.Target.String(), "error", err)
-		return 0, false, nil
-	}
-	return rows, true, nil
+	return w.buildKeyAfter(ctx, tx, t, "DROP INDEX "+ident.Qualified(t.Target.Schema, index), stmts, def)
 }
 
 // textRows reads a query's rows of text values (NULL as nil).
