@@ -15,14 +15,14 @@ import (
 
 	"github.com/trellis-pg/trellis"
 	"github.com/trellis-pg/trellis/internal/dump"
-	"github.com/trellis-pg/trellis/internal/testpg"
+	"github.com/trellis-pg/trellis/internal/testsupport"
 )
 
 // fresh is another, empty database for the same test, with the test's
 // helpers on it.
 func (e *env) fresh() *env {
 	e.t.Helper()
-	url := testpg.Database(e.t)
+	url := testsupport.Database(e.t)
 	db, err := pgxpool.New(e.ctx, url)
 	require.NoError(e.t, err)
 	e.t.Cleanup(db.Close)

@@ -12,21 +12,13 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/trellis-pg/trellis"
-	"github.com/trellis-pg/trellis/internal/testpg"
+	"github.com/trellis-pg/trellis/internal/testsupport"
 )
 
 func TestMain(m *testing.M) {
-	code := testpg.Main(m)
-	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck")); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(testsupport.Main(m))
 }
 
 // env is one test's database, a SQL pool on it, and helpers.
@@ -46,7 +38,7 @@ func quietLogger() *slog.Logger {
 
 func setup(t *testing.T) *env {
 	t.Helper()
-	url := testpg.Database(t)
+	url := testsupport.Database(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
 	db, err := pgxpool.New(ctx, url)

@@ -13,17 +13,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/trellis-pg/trellis"
-	"github.com/trellis-pg/trellis/internal/testpg"
+	"github.com/trellis-pg/trellis/internal/testsupport"
 	"github.com/trellis-pg/trellis/trellistest"
 )
 
-func TestMain(m *testing.M) { os.Exit(testpg.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testsupport.Main(m)) }
 
 func TestResumeCaptureDisruptions(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	url := testpg.Database(t)
+	url := testsupport.Database(t)
 	db, err := pgxpool.New(ctx, url)
 	require.NoError(t, err)
 	defer db.Close()

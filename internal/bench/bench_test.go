@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trellis-pg/trellis/internal/testpg"
+	"github.com/trellis-pg/trellis/internal/testsupport"
 )
 
-func TestMain(m *testing.M) { os.Exit(testpg.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testsupport.Main(m)) }
 
 // TestBenchSmoke runs every benchmark at a tiny size against a throwaway
 // database and checks that each figure is a positive number. It asserts no
@@ -35,7 +35,7 @@ func TestBenchShapesSmoke(t *testing.T) {
 
 func smoke(t *testing.T, opts Options) {
 	t.Helper()
-	opts.URL = testpg.Database(t)
+	opts.URL = testsupport.Database(t)
 	opts.Logf = t.Logf
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -11,15 +11,15 @@ import (
 
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/plan"
-	"github.com/trellis-pg/trellis/internal/testpg"
+	"github.com/trellis-pg/trellis/internal/testsupport"
 )
 
-func TestMain(m *testing.M) { os.Exit(testpg.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testsupport.Main(m)) }
 
 func TestMissingReads(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	db, err := pgxpool.New(ctx, testpg.Database(t))
+	db, err := pgxpool.New(ctx, testsupport.Database(t))
 	require.NoError(t, err)
 	defer db.Close()
 	exec := func(sql string) {

@@ -5,19 +5,11 @@
 // (plus a unix socket inside the temporary directory) and waits until it
 // accepts connections. Stop shuts it down and removes the directory.
 //
-// Tests normally use Database, which hands each test a fresh, empty database
-// on a cluster that is started lazily once per test binary, and Main, which
-// stops that cluster after the tests ran:
-//
-//	func TestMain(m *testing.M) { os.Exit(testpg.Main(m)) }
-//
-//	func TestSomething(t *testing.T) {
-//		url := testpg.Database(t)
-//		...
-//	}
-//
-// If the environment variable TRELLIS_TEST_DATABASE_URL is set, Database
-// creates its databases on that server instead and never starts a cluster.
+// NewDatabase hands out fresh, empty databases on a cluster started lazily
+// once per process (or on the server of TRELLIS_TEST_DATABASE_URL), and
+// StopShared stops that cluster. The package does not import testing, so
+// the demo can link it; the project's tests reach it through
+// internal/testsupport (Main and Database(t)).
 //
 // The server binaries (initdb, postgres) are looked up on PATH and then in
 // /usr/lib/postgresql/*/bin, newest version first. initdb and postgres refuse

@@ -2,21 +2,36 @@ package testpg
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { os.Exit(Main(m)) }
+// TestMain checks for leaked goroutines (internal/testsupport cannot be
+// used here: it imports this package).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := StopShared(); err != nil && code == 0 {
+		code = 1
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 func connect(t *testing.T, url string) *pgx.Conn {
 	t.Helper()
@@ -26,54 +41,6 @@ func connect(t *testing.T, url string) *pgx.Conn {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	return conn
-}
-
-func tableNames(t *testing.T, conn *pgx.Conn) []string {
-	t.Helper()
-	rows, err := conn.Query(context.Background(),
-		"SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1")
-	require.NoError(t, err)
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(t, err)
-	return names
-}
-
-// isolationCreated is Done once by each of the two isolation tests after
-// it created its table.
-var isolationCreated = func() *sync.WaitGroup {
-	var wg sync.WaitGroup
-	wg.Add(2)
-	return &wg
-}()
-
-// TestIsolationAlpha and TestIsolationBeta run in parallel, each create a
-// table in their own database and check neither sees the other's.
-func TestIsolationAlpha(t *testing.T) { testIsolation(t, "alpha") }
-
-// TestIsolationBeta: see TestIsolationAlpha.
-func TestIsolationBeta(t *testing.T) { testIsolation(t, "beta") }
-
-func testIsolation(t *testing.T, table string) {
-	t.Parallel()
-	url := Database(t)
-	conn := connect(t, url)
-	_, err := conn.Exec(context.Background(), "CREATE TABLE "+table+" (id int)")
-	isolationCreated.Done()
-	require.NoError(t, err)
-
-	// Wait (bounded, in case of -parallel=1 or -run) for the other table.
-	done := make(chan struct{})
-	go func() { isolationCreated.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		t.Log("the other isolation test did not create its table in time")
-	}
-	assert.Equal(t, []string{table}, tableNames(t, conn))
-
-	var db string
-	require.NoError(t, conn.QueryRow(context.Background(), "SELECT current_database()").Scan(&db))
-	assert.Regexp(t, `^t_[0-9]+_testisolation`+table+`$`, db)
 }
 
 func TestStartStop(t *testing.T) {
@@ -154,10 +121,10 @@ func TestStartRetriesTakenPort(t *testing.T) {
 	connect(t, c.URL("postgres"))
 }
 
-// TestDatabaseUsesEnvURL checks that with TRELLIS_TEST_DATABASE_URL set,
-// Database creates its database on that server, starts no cluster, and
-// drops the database at cleanup.
-func TestDatabaseUsesEnvURL(t *testing.T) {
+// TestNewDatabaseUsesEnvURL checks that with TRELLIS_TEST_DATABASE_URL
+// set, NewDatabase creates its database on that server, starts no cluster,
+// and its drop function drops the database.
+func TestNewDatabaseUsesEnvURL(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, err := Start(ctx, Options{Logf: t.Logf})
@@ -169,26 +136,26 @@ func TestDatabaseUsesEnvURL(t *testing.T) {
 	startedBefore := sharedTried
 	sharedMu.Unlock()
 
-	var url, name string
-	t.Run("database", func(t *testing.T) {
-		url = Database(t)
-		conn := connect(t, url)
-		require.NoError(t, conn.QueryRow(ctx, "SELECT current_database()").Scan(&name))
-		assert.Equal(t, withDatabase(c.URL("postgres"), name), url)
-		assert.Equal(t, c.URL(name), url)
-	})
-	require.NotEmpty(t, name)
+	url, drop, err := NewDatabase(ctx, t.Name(), nil)
+	require.NoError(t, err)
+	var name string
+	conn := connect(t, url)
+	require.NoError(t, conn.QueryRow(ctx, "SELECT current_database()").Scan(&name))
+	assert.Regexp(t, `^t_[0-9]+_testnewdatabaseusesenvurl$`, name)
+	assert.Equal(t, withDatabase(c.URL("postgres"), name), url)
+	assert.Equal(t, c.URL(name), url)
 
 	if !startedBefore {
 		sharedMu.Lock()
-		assert.False(t, sharedTried, "Database started a cluster although %s is set", EnvDatabaseURL)
+		assert.False(t, sharedTried, "NewDatabase started a cluster although %s is set", EnvDatabaseURL)
 		sharedMu.Unlock()
 	}
 
-	conn := connect(t, c.URL("postgres"))
+	require.NoError(t, drop(ctx)) // WITH (FORCE) ends the open session
+	admin := connect(t, c.URL("postgres"))
 	var n int
-	require.NoError(t, conn.QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = $1", name).Scan(&n))
-	assert.Zero(t, n, "database %s not dropped at cleanup", name)
+	require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = $1", name).Scan(&n))
+	assert.Zero(t, n, "database %s not dropped", name)
 }
 
 func TestDatabaseName(t *testing.T) {

@@ -16,24 +16,16 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/trellis-pg/trellis"
 	"github.com/trellis-pg/trellis/cmd/trellis/internal/cli"
 	"github.com/trellis-pg/trellis/internal/grammar"
-	"github.com/trellis-pg/trellis/internal/testpg"
+	"github.com/trellis-pg/trellis/internal/testsupport"
 )
 
 func TestMain(m *testing.M) {
 	warmParser()
-	code := testpg.Main(m)
-	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck")); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(testsupport.Main(m))
 }
 
 // warmParser pays the parser's start-up before the tests run. Its first
@@ -60,7 +52,7 @@ type env struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
-	url := testpg.Database(t)
+	url := testsupport.Database(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
 	db, err := pgxpool.New(ctx, url)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/trellis-pg/trellis/cmd/trellis/internal/cli"
 	"github.com/trellis-pg/trellis/internal/dump"
-	"github.com/trellis-pg/trellis/internal/testpg"
+	"github.com/trellis-pg/trellis/internal/testsupport"
 )
 
 func TestDump(t *testing.T) {
@@ -36,7 +36,7 @@ func TestDump(t *testing.T) {
 
 	// A fresh database loaded from the file has both transforms; the paused
 	// one loads defined and not built, as every other does.
-	url := testpg.Database(t)
+	url := testsupport.Database(t)
 	db, err := pgxpool.New(e.ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(db.Close)

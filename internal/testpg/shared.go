@@ -8,52 +8,31 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 )
 
 // EnvDatabaseURL names the environment variable that, when set, makes
-// Database create its databases on the server at that URL instead of
+// NewDatabase create its databases on the server at that URL instead of
 // starting a cluster. The URL's user must be allowed to create databases.
 const EnvDatabaseURL = "TRELLIS_TEST_DATABASE_URL"
 
-// Timeouts used by Database.
-const (
-	sharedStartTimeout = 2 * time.Minute
-	databaseTimeout    = time.Minute
-)
+// sharedStartTimeout bounds the start of the shared cluster.
+const sharedStartTimeout = 2 * time.Minute
 
 var (
-	// sharedMu guards the cluster Database starts lazily, once per process.
+	// sharedMu guards the cluster NewDatabase starts lazily, once per process.
 	sharedMu      sync.Mutex
 	sharedCluster *Cluster
 	sharedErr     error
 	sharedTried   bool
 
-	// dbCounter numbers the databases Database creates.
+	// dbCounter numbers the databases NewDatabase creates.
 	dbCounter atomic.Int64
 )
 
-// Main runs the tests (m.Run) and then stops the cluster that Database may
-// have started during the run. Use it as
-//
-//	func TestMain(m *testing.M) { os.Exit(testpg.Main(m)) }
-//
-// It returns m.Run's exit code, or 1 if the tests passed but stopping the
-// cluster failed.
-func Main(m *testing.M) int {
-	code := m.Run()
-	if err := stopShared(); err != nil {
-		fmt.Fprintf(os.Stderr, "testpg: stopping the test cluster: %v\n", err)
-		if code == 0 {
-			code = 1
-		}
-	}
-	return code
-}
-
-// stopShared stops the lazily started cluster, if any.
-func stopShared() error {
+// StopShared stops the cluster NewDatabase may have started, if any. A test
+// binary calls it once after its tests ran (internal/testsupport.Main does).
+func StopShared() error {
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
 	c := sharedCluster
@@ -66,77 +45,64 @@ func stopShared() error {
 
 // shared returns the process-wide cluster, starting it on first use. A
 // failed start is remembered and returned to every later caller.
-func shared() (*Cluster, error) {
+func shared(logf func(string, ...any)) (*Cluster, error) {
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
 	if !sharedTried {
 		sharedTried = true
 		ctx, cancel := context.WithTimeout(context.Background(), sharedStartTimeout)
 		defer cancel()
-		var logf func(string, ...any)
-		if testing.Verbose() {
-			logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
-		}
 		sharedCluster, sharedErr = Start(ctx, Options{Logf: logf})
 	}
 	return sharedCluster, sharedErr
 }
 
-// Database creates a fresh, empty database for the calling test, drops it
-// (terminating leftover sessions) in t.Cleanup, and returns its URL. The
-// database is named t_<counter>_<test name>.
+// NewDatabase creates a fresh, empty database named t_<counter>_<label>
+// and returns its URL and a function that drops it (terminating leftover
+// sessions). logf, if non-nil, receives the shared cluster's start and stop
+// messages.
 //
 // If TRELLIS_TEST_DATABASE_URL is set, the database is created on that
-// server and the returned URL is that URL with the database name replaced.
+// server and the URL is that URL with the database name replaced.
 // Otherwise it is created on a cluster started on first use and shared by
-// all tests of the process; Main stops it. Safe for parallel tests.
-func Database(t testing.TB) string {
-	t.Helper()
+// every caller in the process; StopShared stops it. Safe for concurrent use.
+func NewDatabase(ctx context.Context, label string, logf func(string, ...any)) (string, func(context.Context) error, error) {
 	var adminURL string
 	var urlFor func(name string) string
 	if env := os.Getenv(EnvDatabaseURL); env != "" {
 		adminURL = env
 		urlFor = func(name string) string { return withDatabase(env, name) }
 	} else {
-		c, err := shared()
+		c, err := shared(logf)
 		if err != nil {
-			t.Fatalf("testpg: cannot start a PostgreSQL server for the tests (set %s to use an existing server instead): %v",
+			return "", nil, fmt.Errorf("testpg: cannot start a PostgreSQL server (set %s to use an existing server instead): %w",
 				EnvDatabaseURL, err)
 		}
 		adminURL = c.URL("postgres")
 		urlFor = c.URL
 	}
-
-	ctx, cancel := context.WithTimeout(context.Background(), databaseTimeout)
-	defer cancel()
 	var name string
 	for attempt := 0; ; attempt++ {
-		name = databaseName(t.Name())
+		name = databaseName(label)
 		err := createDatabase(ctx, adminURL, name)
 		if err == nil {
 			break
 		}
-		// Another test process sharing the server may have used the name.
+		// Another process sharing the server may have used the name.
 		if !isDuplicateDatabase(err) || attempt >= 100 {
-			t.Fatalf("testpg: create test database: %v", err)
+			return "", nil, fmt.Errorf("testpg: create database: %w", err)
 		}
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), databaseTimeout)
-		defer cancel()
-		if err := dropDatabase(ctx, adminURL, name); err != nil {
-			t.Errorf("testpg: drop test database: %v", err)
-		}
-	})
-	return urlFor(name)
+	drop := func(ctx context.Context) error { return dropDatabase(ctx, adminURL, name) }
+	return urlFor(name), drop, nil
 }
 
-// databaseName returns a new database name t_<counter>_<sanitised test
-// name>: lowercased, characters other than a-z, 0-9 and _ replaced by _,
-// at most 40 characters.
-func databaseName(testName string) string {
+// databaseName returns a new database name t_<counter>_<sanitised label>:
+// lowercased, characters other than a-z, 0-9 and _ replaced by _, at most
+// 40 characters.
+func databaseName(label string) string {
 	var b strings.Builder
-	for _, r := range strings.ToLower(testName) {
+	for _, r := range strings.ToLower(label) {
 		if b.Len() >= 40 {
 			break
 		}
