@@ -64,14 +64,3 @@ func (o Options) validate() error {
 	}
 	return nil
 }
-
-// Config is the configuration a client connected with.
-type Config struct {
-	Schema       string
-	TargetSchema string
-	// MaxConns is the cap of the client's connection pool.
-	MaxConns int32
-	// AcquireTimeout is how long a call waits for a free connection at most
-	// (its own deadline).
-	AcquireTimeout time.Duration
-}

@@ -2,65 +2,11 @@ package trellis
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
-	"strings"
 	"time"
 
 	"github.com/trellis-pg/trellis/internal/engine"
+	"github.com/trellis-pg/trellis/trellistype"
 )
-
-// QuarantineEntry is the quarantine state of one target: a transform
-// ("order_totals") or one of its columns ("order_totals.total").
-type QuarantineEntry struct {
-	// Target is the address: the bare transform, or transform.column.
-	Target string
-	// State is StatePaused for a paused column, StateLive for one that is
-	// not; a transform reports its own state.
-	State State
-	// Since is when the column or transform was paused, or for a live
-	// transform holding keys, when the oldest of them was poisoned.
-	Since time.Time
-	// Reason says, in words, why and what to do.
-	Reason string
-	// Error is the error that quarantined it ("" for PAUSE TRANSFORM), and
-	// SQLState its PostgreSQL code.
-	Error    string
-	SQLState string
-	// Rows is how many rows SampleQuarantined pages for the address: a
-	// column's failed rows, a transform's held keys.
-	Rows int64
-	// HeldKeys are the keys a transform holds; nil when none (and for a column).
-	HeldKeys *HeldKeys
-}
-
-// PoisonEntry is one source row the apply path gave up on for a transform
-// (every other transform reading the row keeps applying it).
-type PoisonEntry struct {
-	// Transform is the qualified target, "schema.table".
-	Transform string
-	// SrcTable is the qualified source table.
-	SrcTable string
-	// Key is the key as Trellis renders it: the value, or "(a,b)" for a key
-	// of several columns. An aggregate's key is its group.
-	Key        string
-	Error      string
-	PoisonedAt time.Time
-}
-
-// PoisonSample is one quarantined source row, as SampleQuarantined pages them.
-type PoisonSample struct {
-	SrcTable string
-	Key      string
-	Error    string
-}
-
-// SamplePage is one page of SampleQuarantined, ordered by (SrcTable, Key).
-type SamplePage struct {
-	Samples []PoisonSample
-	// NextCursor continues after this page; nil on the last one.
-	NextCursor *Cursor
-}
 
 // SampleOptions page SampleQuarantined.
 type SampleOptions struct {
@@ -70,29 +16,13 @@ type SampleOptions struct {
 	After *Cursor
 }
 
-// Cursor is where a SamplePage ends: opaque, with a String form that
-// ParseCursor reads back (the CLI prints and accepts it).
-type Cursor struct {
-	c engine.SampleCursor
-}
-
-const cursorPrefix = "tc1:"
-
-// String is the cursor's portable form.
-func (c *Cursor) String() string {
-	raw, _ := json.Marshal([2]string{c.c.SrcTable, c.c.Key})
-	return cursorPrefix + base64.RawURLEncoding.EncodeToString(raw)
-}
-
 // ParseCursor reads a cursor from its String form.
 func ParseCursor(s string) (*Cursor, error) {
-	enc, ok := strings.CutPrefix(s, cursorPrefix)
-	var parts [2]string
-	raw, err := base64.RawURLEncoding.DecodeString(enc)
-	if !ok || err != nil || json.Unmarshal(raw, &parts) != nil {
-		return nil, newError(CodeValidation, "%q is not a Trellis sample cursor", s)
+	var c Cursor
+	if err := c.UnmarshalText([]byte(s)); err != nil {
+		return nil, newError(CodeValidation, "%v", err)
 	}
-	return &Cursor{c: engine.SampleCursor{SrcTable: parts[0], Key: parts[1]}}, nil
+	return &c, nil
 }
 
 func quarantineEntry(q engine.QuarantineEntry) QuarantineEntry {
@@ -148,7 +78,8 @@ func (c *Client) SampleQuarantined(ctx context.Context, target string, opts Samp
 	err := c.call(ctx, "sampling the quarantine", func(ctx context.Context) error {
 		var after *engine.SampleCursor
 		if opts.After != nil {
-			after = &opts.After.c
+			table, key := opts.After.After()
+			after = &engine.SampleCursor{SrcTable: table, Key: key}
 		}
 		rows, next, err := c.eng.SampleQuarantined(ctx, target, limit, after)
 		if err != nil {
@@ -159,7 +90,7 @@ func (c *Client) SampleQuarantined(ctx context.Context, target string, opts Samp
 			page.Samples[i] = PoisonSample{SrcTable: r.SrcTable, Key: r.Key, Error: r.Error}
 		}
 		if next != nil {
-			page.NextCursor = &Cursor{c: *next}
+			page.NextCursor = trellistype.NewCursor(next.SrcTable, next.Key)
 		}
 		return nil
 	})

@@ -2,186 +2,179 @@ package trellis
 
 import (
 	"strings"
-	"time"
+
+	"github.com/trellis-pg/trellis/trellistype"
 )
 
+// The value types are declared once, in package trellistype, which the
+// internal packages and the trellis command share; these aliases are the
+// names users write.
+
 // State is where a transform is in its lifecycle.
-type State string
+type State = trellistype.State
 
 // The lifecycle states.
 const (
-	// StateWaitingToBackfill: defined, its target created, not built yet.
-	StateWaitingToBackfill State = "waiting_to_backfill"
-	// StateBackfilling: the target is being filled (or re-derived) from its source.
-	StateBackfilling State = "backfilling"
-	// StateLive: built, and every committed change of its source is applied.
-	StateLive State = "live"
-	// StateCatchingUp: live, but an upstream column it reads is paused.
-	StateCatchingUp State = "catching_up"
-	// StatePaused: nothing is applied until RESUME; the reason is in the status.
-	StatePaused State = "paused"
+	StateWaitingToBackfill = trellistype.StateWaitingToBackfill
+	StateBackfilling       = trellistype.StateBackfilling
+	StateLive              = trellistype.StateLive
+	StateCatchingUp        = trellistype.StateCatchingUp
+	StatePaused            = trellistype.StatePaused
 )
 
 // Status is the state of one transform, as Client.Status reports it.
-type Status struct {
-	// Target is the qualified target table, "schema.table".
-	Target string
-	State  State
-	// Since is when the transform entered State.
-	Since time.Time
-	// Statement is the definition as it was applied.
-	Statement string
-	// PausedReason says why a paused transform is paused.
-	PausedReason string
-	// BackfillingColumns are columns added by ALTER TRANSFORM that are still
-	// being filled.
-	BackfillingColumns []string
-	// BuildRows is how many rows the current (or last) build has written.
-	BuildRows int64
-
-	HeldKeys              *HeldKeys
-	DrainFailure          *DrainFailure
-	PausedUpstreamColumns []string
-	SourceIndexGaps       []SourceIndexGap
-	Correcting            []CorrectingNode
-	CaptureFailure        *CaptureFailure
-	CaptureWait           *CaptureWait
-	BackfillFailure       *BackfillFailure
-}
+type Status = trellistype.Status
 
 // HeldKeys are the source keys a transform holds in quarantine.
-type HeldKeys struct {
-	Count            int64
-	OldestPoisonedAt time.Time
-}
+type HeldKeys = trellistype.HeldKeys
 
 // DrainFailure is a page of changes that keeps failing with nothing to blame
-// on a row: it is retried with backoff and disappears once it succeeds.
-type DrainFailure struct {
-	// SegSeq identifies the failing page.
-	SegSeq int64
-	// Tables are the qualified source tables the page holds changes of.
-	Tables []string
-	Error  string
-	// SQLState is the PostgreSQL error code, nil when the error did not come
-	// from PostgreSQL.
-	SQLState *string
-	Since    time.Time
-	LastSeen time.Time
-	Attempts int
-}
+// on a row.
+type DrainFailure = trellistype.DrainFailure
 
 // CaptureFailureKind says what kind of capture failure a transform has.
-type CaptureFailureKind string
+type CaptureFailureKind = trellistype.CaptureFailureKind
 
 // Capture failure kinds.
 const (
-	CaptureFailureCapture    CaptureFailureKind = "capture"
-	CaptureFailureHalt       CaptureFailureKind = "halt"
-	CaptureFailureDisruption CaptureFailureKind = "disruption"
+	CaptureFailureCapture    = trellistype.CaptureFailureCapture
+	CaptureFailureHalt       = trellistype.CaptureFailureHalt
+	CaptureFailureDisruption = trellistype.CaptureFailureDisruption
 )
 
 // CaptureFailure says why capture of a source is broken, or why applying
 // halted on a transform.
-type CaptureFailure struct {
-	Kind        CaptureFailureKind
-	SourceTable string
-	Error       string
-	Columns     []string
-	DetectedAt  time.Time
-}
+type CaptureFailure = trellistype.CaptureFailure
 
-// CaptureWait is a capture install, widen or uninstall waiting on a lock
-// that other sessions hold or queue for.
-type CaptureWait struct {
-	Operation string
-	Table     string
-	LockMode  string
-	Blockers  []string
-	Since     time.Time
-}
+// CaptureWait is a capture install, widen or uninstall waiting on a lock.
+type CaptureWait = trellistype.CaptureWait
 
 // BackfillFailure is a build that keeps failing.
-type BackfillFailure struct {
-	Attempts      int
-	LastError     string
-	NextAttemptAt time.Time
-}
+type BackfillFailure = trellistype.BackfillFailure
 
 // CorrectingNode is a partition of a partitioned source a transform is being
 // corrected for.
-type CorrectingNode struct {
-	Node          string
-	Since         time.Time
-	KeysRemaining *int64
-}
+type CorrectingNode = trellistype.CorrectingNode
 
 // IndexRole is the part of a definition a source index serves.
-type IndexRole string
+type IndexRole = trellistype.IndexRole
 
 // Index roles.
 const (
-	RoleGroupBy    IndexRole = "group_by"
-	RoleJoinFrom   IndexRole = "join_from"
-	RoleJoinJoined IndexRole = "join_joined"
+	RoleGroupBy    = trellistype.RoleGroupBy
+	RoleJoinFrom   = trellistype.RoleJoinFrom
+	RoleJoinJoined = trellistype.RoleJoinJoined
 )
 
 // SourceIndexGap is a source index a GROUP BY or JOIN target needs and lacks.
-type SourceIndexGap struct {
-	Table    string
-	Columns  []string
-	Role     IndexRole
-	OptedOut bool
-	Fix      string
-}
+type SourceIndexGap = trellistype.SourceIndexGap
 
 // DefinitionSummary is one registered transform, as Client.Definitions lists it.
-type DefinitionSummary struct {
-	// Target is the qualified target table.
-	Target    string
-	Statement string
-	State     State
-	Since     time.Time
-	// Sources are the qualified source tables it reads.
-	Sources   []string
-	CreatedAt time.Time
-}
+type DefinitionSummary = trellistype.DefinitionSummary
+
+// Config is the configuration a client connected with.
+type Config = trellistype.Config
 
 // Applied is what a statement did: one of TransformDefined, Paused,
 // Resumed, Dropped or Altered. Tell them apart with a type switch.
-type Applied interface{ applied() }
+type Applied = trellistype.Applied
 
 // TransformDefined is the result of a TRANSFORM statement.
-type TransformDefined struct {
-	Target string // "schema.table"
-}
+type TransformDefined = trellistype.TransformDefined
 
 // Paused is the result of PAUSE TRANSFORM.
-type Paused struct {
-	Addresses []string
-}
+type Paused = trellistype.Paused
 
-// Resumed is the result of RESUME TRANSFORM: the addresses resumed (empty
-// when nothing was paused).
-type Resumed struct {
-	Addresses []string
-}
+// Resumed is the result of RESUME TRANSFORM.
+type Resumed = trellistype.Resumed
 
 // Dropped is the result of DROP TRANSFORM.
-type Dropped struct {
-	Target string
-}
+type Dropped = trellistype.Dropped
 
 // Altered is the result of ALTER TRANSFORM.
-type Altered struct {
-	Target string
-}
+type Altered = trellistype.Altered
 
-func (TransformDefined) applied() {}
-func (Paused) applied()           {}
-func (Resumed) applied()          {}
-func (Dropped) applied()          {}
-func (Altered) applied()          {}
+// QuarantineEntry is the quarantine state of one target: a transform
+// ("order_totals") or one of its columns ("order_totals.total").
+type QuarantineEntry = trellistype.QuarantineEntry
+
+// PoisonEntry is one source row the apply path gave up on for a transform.
+type PoisonEntry = trellistype.PoisonEntry
+
+// PoisonSample is one quarantined source row, as SampleQuarantined pages them.
+type PoisonSample = trellistype.PoisonSample
+
+// SamplePage is one page of SampleQuarantined, ordered by (SrcTable, Key).
+type SamplePage = trellistype.SamplePage
+
+// Cursor is where a SamplePage ends: opaque, with a String form that
+// ParseCursor reads back.
+type Cursor = trellistype.Cursor
+
+// SelfCheckMode says how a self-check treats rows that differ.
+type SelfCheckMode = trellistype.SelfCheckMode
+
+// Self-check modes.
+const (
+	SelfCheckStandard = trellistype.SelfCheckStandard
+	SelfCheckStrict   = trellistype.SelfCheckStrict
+)
+
+// SelfCheckState is where a self-check job is.
+type SelfCheckState = trellistype.SelfCheckState
+
+// Self-check job states.
+const (
+	SelfCheckQueued    = trellistype.SelfCheckQueued
+	SelfCheckRunning   = trellistype.SelfCheckRunning
+	SelfCheckDone      = trellistype.SelfCheckDone
+	SelfCheckFailed    = trellistype.SelfCheckFailed
+	SelfCheckCancelled = trellistype.SelfCheckCancelled
+)
+
+// SelfCheckOutcome is a finished self-check's verdict.
+type SelfCheckOutcome = trellistype.SelfCheckOutcome
+
+// Self-check outcomes.
+const (
+	SelfCheckConsistent = trellistype.SelfCheckConsistent
+	SelfCheckDiverged   = trellistype.SelfCheckDiverged
+)
+
+// DivergenceKind says how a target row is out of step.
+type DivergenceKind = trellistype.DivergenceKind
+
+// Divergence kinds.
+const (
+	DivergenceMissing   = trellistype.DivergenceMissing
+	DivergenceExtra     = trellistype.DivergenceExtra
+	DivergenceDiffering = trellistype.DivergenceDiffering
+)
+
+// SelfCheckJob is a background check of a target, as SelfCheck starts it
+// and Client.SelfCheckJob reads it back.
+type SelfCheckJob = trellistype.SelfCheckJob
+
+// SelfCheckReport is what a finished self-check found.
+type SelfCheckReport = trellistype.SelfCheckReport
+
+// Divergence is one key a self-check found out of step.
+type Divergence = trellistype.Divergence
+
+// Code classifies an Error. The set is closed: these constants are all the
+// codes Trellis returns.
+type Code = trellistype.Code
+
+// The error codes.
+const (
+	CodeParse       = trellistype.CodeParse
+	CodeValidation  = trellistype.CodeValidation
+	CodeNotFound    = trellistype.CodeNotFound
+	CodeConflict    = trellistype.CodeConflict
+	CodeTimeout     = trellistype.CodeTimeout
+	CodeUnavailable = trellistype.CodeUnavailable
+	CodeInternal    = trellistype.CodeInternal
+)
 
 // Watermark is a read-your-writes token: a snapshot of the transactions
 // committed when it was taken. It is opaque; String and ParseWatermark carry

@@ -1,0 +1,219 @@
+package trellistype
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// State is where a transform is in its lifecycle.
+type State string
+
+// The lifecycle states.
+const (
+	// StateWaitingToBackfill: defined, its target created, not built yet.
+	StateWaitingToBackfill State = "waiting_to_backfill"
+	// StateBackfilling: the target is being filled (or re-derived) from its source.
+	StateBackfilling State = "backfilling"
+	// StateLive: built, and every committed change of its source is applied.
+	StateLive State = "live"
+	// StateCatchingUp: live, but an upstream column it reads is paused.
+	StateCatchingUp State = "catching_up"
+	// StatePaused: nothing is applied until RESUME; the reason is in the status.
+	StatePaused State = "paused"
+)
+
+// Status is the state of one transform, as Client.Status reports it.
+type Status struct {
+	// Target is the qualified target table, "schema.table".
+	Target string `json:"target"`
+	State  State  `json:"state"`
+	// Since is when the transform entered State.
+	Since time.Time `json:"since"`
+	// Statement is the definition as it was applied.
+	Statement string `json:"statement"`
+	// PausedReason says why a paused transform is paused ("" otherwise;
+	// null in JSON).
+	PausedReason string `json:"paused_reason"`
+	// BackfillingColumns are columns added by ALTER TRANSFORM that are still
+	// being filled.
+	BackfillingColumns []string `json:"backfilling_columns"`
+	// BuildRows is how many rows the current (or last) build has written.
+	BuildRows int64 `json:"build_rows"`
+
+	HeldKeys              *HeldKeys        `json:"held_keys"`
+	DrainFailure          *DrainFailure    `json:"drain_failure"`
+	PausedUpstreamColumns []string         `json:"paused_upstream_columns"`
+	SourceIndexGaps       []SourceIndexGap `json:"source_index_gaps"`
+	Correcting            []CorrectingNode `json:"correcting"`
+	CaptureFailure        *CaptureFailure  `json:"capture_failure"`
+	CaptureWait           *CaptureWait     `json:"capture_wait"`
+	BackfillFailure       *BackfillFailure `json:"backfill_failure"`
+}
+
+// MarshalJSON prints lists as arrays and an empty PausedReason as null.
+func (s Status) MarshalJSON() ([]byte, error) {
+	type plain Status
+	p := plain(s)
+	p.BackfillingColumns = list(p.BackfillingColumns)
+	p.PausedUpstreamColumns = list(p.PausedUpstreamColumns)
+	p.SourceIndexGaps = list(p.SourceIndexGaps)
+	p.Correcting = list(p.Correcting)
+	return json.Marshal(struct {
+		plain
+		PausedReason *string `json:"paused_reason"`
+	}{p, nonEmpty(s.PausedReason)})
+}
+
+// HeldKeys are the source keys a transform holds in quarantine.
+type HeldKeys struct {
+	Count            int64     `json:"count"`
+	OldestPoisonedAt time.Time `json:"oldest_poisoned_at"`
+}
+
+// DrainFailure is a page of changes that keeps failing with nothing to blame
+// on a row: it is retried with backoff and disappears once it succeeds.
+type DrainFailure struct {
+	// SegSeq identifies the failing page.
+	SegSeq int64 `json:"seg_seq"`
+	// Tables are the qualified source tables the page holds changes of.
+	Tables []string `json:"tables"`
+	Error  string   `json:"error"`
+	// SQLState is the PostgreSQL error code, nil when the error did not come
+	// from PostgreSQL.
+	SQLState *string   `json:"sqlstate"`
+	Since    time.Time `json:"since"`
+	LastSeen time.Time `json:"last_seen"`
+	Attempts int       `json:"attempts"`
+}
+
+// MarshalJSON prints Tables as an array.
+func (d DrainFailure) MarshalJSON() ([]byte, error) {
+	type plain DrainFailure
+	p := plain(d)
+	p.Tables = list(p.Tables)
+	return json.Marshal(p)
+}
+
+// CaptureFailureKind says what kind of capture failure a transform has.
+type CaptureFailureKind string
+
+// Capture failure kinds.
+const (
+	CaptureFailureCapture    CaptureFailureKind = "capture"
+	CaptureFailureHalt       CaptureFailureKind = "halt"
+	CaptureFailureDisruption CaptureFailureKind = "disruption"
+)
+
+// CaptureFailure says why capture of a source is broken, or why applying
+// halted on a transform.
+type CaptureFailure struct {
+	Kind        CaptureFailureKind `json:"kind"`
+	SourceTable string             `json:"source_table"`
+	Error       string             `json:"error"`
+	// Columns are the columns it is about; empty (never nil) when it is
+	// about none.
+	Columns    []string  `json:"columns"`
+	DetectedAt time.Time `json:"detected_at"`
+}
+
+// CaptureWait is a capture install, widen or uninstall waiting on a lock
+// that other sessions hold or queue for.
+type CaptureWait struct {
+	Operation string    `json:"operation"`
+	Table     string    `json:"table"`
+	LockMode  string    `json:"lock_mode"`
+	Blockers  []string  `json:"blockers"`
+	Since     time.Time `json:"since"`
+}
+
+// MarshalJSON prints Blockers as an array.
+func (w CaptureWait) MarshalJSON() ([]byte, error) {
+	type plain CaptureWait
+	p := plain(w)
+	p.Blockers = list(p.Blockers)
+	return json.Marshal(p)
+}
+
+// BackfillFailure is a build that keeps failing.
+type BackfillFailure struct {
+	Attempts      int       `json:"attempts"`
+	LastError     string    `json:"last_error"`
+	NextAttemptAt time.Time `json:"next_attempt_at"`
+}
+
+// CorrectingNode is a partition of a partitioned source a transform is being
+// corrected for.
+type CorrectingNode struct {
+	Node  string    `json:"node"`
+	Since time.Time `json:"since"`
+	// KeysRemaining is how many keys are left to re-derive; nil until
+	// the correction has counted them.
+	KeysRemaining *int64 `json:"keys_remaining"`
+}
+
+// IndexRole is the part of a definition a source index serves.
+type IndexRole string
+
+// Index roles.
+const (
+	RoleGroupBy    IndexRole = "group_by"
+	RoleJoinFrom   IndexRole = "join_from"
+	RoleJoinJoined IndexRole = "join_joined"
+)
+
+// SourceIndexGap is a source index a GROUP BY or JOIN target needs and lacks.
+type SourceIndexGap struct {
+	Table    string    `json:"table"`
+	Columns  []string  `json:"columns"`
+	Role     IndexRole `json:"role"`
+	OptedOut bool      `json:"opted_out"`
+	// Fix is the CREATE INDEX statement that closes the gap.
+	Fix string `json:"fix"`
+}
+
+// DefinitionSummary is one registered transform, as Client.Definitions lists it.
+type DefinitionSummary struct {
+	// Target is the qualified target table.
+	Target    string    `json:"target"`
+	Statement string    `json:"statement"`
+	State     State     `json:"state"`
+	Since     time.Time `json:"since"`
+	// Sources are the qualified source tables it reads.
+	Sources   []string  `json:"sources"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// MarshalJSON prints Sources as an array.
+func (d DefinitionSummary) MarshalJSON() ([]byte, error) {
+	type plain DefinitionSummary
+	p := plain(d)
+	p.Sources = list(p.Sources)
+	return json.Marshal(p)
+}
+
+// Config is the configuration a client connected with.
+type Config struct {
+	Schema       string `json:"schema"`
+	TargetSchema string `json:"target_schema"`
+	// MaxConns is the cap of the client's connection pool.
+	MaxConns int32 `json:"max_conns"`
+	// AcquireTimeout is how long a call waits for a free connection at most
+	// (its own deadline).
+	AcquireTimeout time.Duration `json:"acquire_timeout"`
+}
+
+// list is s, or an empty list for nil, so JSON prints [] rather than null.
+func list[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// nonEmpty is &s, or nil for "", so JSON prints null for an empty string.
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
