@@ -5,8 +5,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/trellis-pg/trellis/internal/drain"
 	"github.com/trellis-pg/trellis/internal/errs"
+	"github.com/trellis-pg/trellis/internal/ledger"
 	"github.com/trellis-pg/trellis/internal/selfcheck"
 )
 
@@ -97,7 +97,7 @@ func (c *Client) startSelfCheckRunner() {
 		return
 	}
 	r := &selfcheck.Runner{Pool: c.work, Cat: c.cat, Logger: c.logger.With("service", "self_check"),
-		Drain:        &drain.Engine{Pool: c.work, Cat: c.cat, Logger: c.logger.With("service", "self_check")},
+		Ledger:       &ledger.Ledger{Pool: c.work, Cat: c.cat},
 		PollInterval: max(c.opts.PollInterval, 100*time.Millisecond)}
 	c.wg.Add(1)
 	go func() { defer c.wg.Done(); r.Run(c.closeCtx) }()

@@ -29,6 +29,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/drain"
 	"github.com/trellis-pg/trellis/internal/engine"
+	"github.com/trellis-pg/trellis/internal/ledger"
 	"github.com/trellis-pg/trellis/internal/logq"
 	"github.com/trellis-pg/trellis/internal/metrics"
 	"github.com/trellis-pg/trellis/internal/staging"
@@ -110,7 +111,8 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	c.closeCtx, c.cancel = context.WithCancel(context.Background())
 	names := capture.Names{Catalog: opts.Schema}
 	c.eng = &engine.Engine{Pool: pool, Cat: c.cat, Names: names, TargetSchema: opts.TargetSchema,
-		Drain: &drain.Engine{Pool: pool, Cat: c.cat, Logger: c.logger, PollInterval: opts.PollInterval, Metrics: c.metrics}}
+		Drain:  &drain.Engine{Pool: pool, Cat: c.cat, Logger: c.logger, PollInterval: opts.PollInterval, Metrics: c.metrics},
+		Ledger: &ledger.Ledger{Pool: pool, Cat: c.cat}}
 	if opts.Staging || opts.DrainWorkers > 0 {
 		if err := c.startWorkers(ctx, names); err != nil {
 			c.Close()
@@ -179,7 +181,8 @@ func (c *Client) startWorkers(ctx context.Context, names capture.Names) error {
 		c.wg.Add(1)
 		go func() { defer c.wg.Done(); c.runStaging(w) }()
 	}
-	de := &drain.Engine{Pool: c.work, Cat: c.cat, Logger: c.logger.With("service", "drain"), PollInterval: c.opts.PollInterval, Metrics: c.metrics}
+	de := &drain.Engine{Pool: c.work, Cat: c.cat, Logger: c.logger.With("service", "drain"), PollInterval: c.opts.PollInterval, Metrics: c.metrics,
+		Ledger: &ledger.Ledger{Pool: c.work, Cat: c.cat}}
 	for i := 0; i < c.opts.DrainWorkers; i++ {
 		w := de.NewWorker(i, c.bus.subscribe())
 		c.wg.Add(1)

@@ -17,11 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/trellis-pg/trellis/internal/ident"
+	"github.com/trellis-pg/trellis/internal/ledger"
 )
-
-// Buckets is the number of key buckets: the ledger's rows are split into
-// pages by bucket, and recomputes serialise on (transform, bucket) locks.
-const Buckets = 64
 
 // Source is what capture needs to know about a source table.
 type Source struct {
@@ -134,7 +131,7 @@ BEGIN
 END
 $trellis$`
 	truncate := fmt.Sprintf("INSERT INTO %s.ledger (seg, src, bucket, key) VALUES (%s, %d, 0, NULL);", cat, seg, s.ID)
-	insert := fmt.Sprintf("INSERT INTO %s.ledger (seg, src, bucket, key, vals)\n      SELECT %s, %d, hashtext(c.key::text) & %d, c.key, c.vals FROM (%%s) AS c(key, vals);", cat, seg, s.ID, Buckets-1)
+	insert := fmt.Sprintf("INSERT INTO %s.ledger (seg, src, bucket, key, vals)\n      SELECT %s, %d, hashtext(c.key::text) & %d, c.key, c.vals FROM (%%s) AS c(key, vals);", cat, seg, s.ID, ledger.Buckets-1)
 	if s.Partitioned {
 		row := func(rec, vals string) string {
 			return fmt.Sprintf(insert, "SELECT "+render(rec, s.KeyCols)+", "+vals)

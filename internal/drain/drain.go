@@ -21,20 +21,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/trellis-pg/trellis/internal/capture"
 	"github.com/trellis-pg/trellis/internal/catalog"
+	"github.com/trellis-pg/trellis/internal/ledger"
 	"github.com/trellis-pg/trellis/internal/metrics"
 	"github.com/trellis-pg/trellis/internal/plan"
 )
-
-// PageTarget is about how many ledger rows a page holds: a cut larger than
-// this is split by bucket into several pages that workers take in parallel.
-const PageTarget = 5000
-
-// MinCutInterval is the least time between two cuts made by idle workers:
-// under a steady write load it gathers changes into pages worth a
-// transaction, instead of one page per commit.
-const MinCutInterval = 5 * time.Millisecond
 
 // Engine is the state drain workers of one client share.
 type Engine struct {
@@ -45,6 +36,8 @@ type Engine struct {
 	PollInterval time.Duration
 	// Metrics counts pages, keys and quarantines (nil: not counted).
 	Metrics *metrics.Instance
+	// Ledger is cut by idle workers.
+	Ledger *ledger.Ledger
 }
 
 // KeyLock is the advisory-lock key that serialises recomputes of one
@@ -101,7 +94,7 @@ func (w *Worker) Run(ctx context.Context) {
 		did, err := w.DrainOne(ctx)
 		if err == nil && !did {
 			var n int
-			n, err = w.e.Cut(ctx, false)
+			n, err = w.e.Ledger.Cut(ctx, false)
 			did = n > 0
 		}
 		if err != nil {
@@ -432,7 +425,7 @@ func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *page, careful bool
 	for _, id := range order {
 		wk := works[id]
 		if wk.resync {
-			for b := 0; b < capture.Buckets; b++ {
+			for b := 0; b < ledger.Buckets; b++ {
 				locks = append(locks, KeyLock(w.e.Cat.Schema, id, b))
 			}
 			continue
@@ -558,7 +551,7 @@ func (w *Worker) affected(ctx context.Context, tx pgx.Tx, wk *work, src int, sc 
 	}
 	ch := plan.Changes{Source: side, CapCols: s.CapCols, CapTypes: s.CapTypes, Part: sc.part}
 	args := ch.Args(len(sc.rows), func(i int) ([]string, []*string) { return sc.rows[i].key, sc.rows[i].vals })
-	queries := wk.plan.AffectedQueries(ch, fromSide, joinedSide, capture.Buckets)
+	queries := wk.plan.AffectedQueries(ch, fromSide, joinedSide, ledger.Buckets)
 	for _, q := range queries {
 		rows, err := tx.Query(ctx, q, args...)
 		if err != nil {
@@ -670,103 +663,4 @@ func (wk *work) apply(ctx context.Context, tx pgx.Tx) error {
 		}
 	}
 	return nil
-}
-
-// Cut closes the ledger rows committed since the last cut into pages. With
-// force it records a cut even when there are no new rows (a watermark wait
-// needs one covering its snapshot) and waits for a concurrent cutter. It
-// returns the number of pages created.
-func (e *Engine) Cut(ctx context.Context, force bool) (int, error) {
-	tx, err := e.Pool.Begin(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	key := catalog.LockKey(e.Cat.Schema, "cut")
-	if force {
-		if _, err := tx.Exec(ctx, sqlCutLock, key); err != nil {
-			return 0, err
-		}
-	} else {
-		var ok bool
-		if err := tx.QueryRow(ctx, sqlCutTry, key).Scan(&ok); err != nil || !ok {
-			return 0, err
-		}
-	}
-	var lo, hi string
-	var ageMS float64
-	if err := tx.QueryRow(ctx, e.Cat.SQL(sqlLastCut)).Scan(&lo, &ageMS); err != nil {
-		return 0, fmt.Errorf("reading the last cut: %w", err)
-	}
-	if !force && ageMS < float64(MinCutInterval.Milliseconds()) {
-		return 0, nil // let changes gather into fewer, larger pages
-	}
-	if err := tx.QueryRow(ctx, sqlNowSnap).Scan(&hi); err != nil {
-		return 0, err
-	}
-	all := make([]int32, capture.Buckets)
-	for i := range all {
-		all[i] = int32(i)
-	}
-	rows, err := tx.Query(ctx, e.Cat.SQL(sqlCutCounts), lo, hi, all)
-	if err != nil {
-		return 0, fmt.Errorf("counting new ledger rows: %w", err)
-	}
-	type bc struct {
-		bucket int32
-		n      int64
-	}
-	var counts []bc
-	var total int64
-	for rows.Next() {
-		var c bc
-		if err := rows.Scan(&c.bucket, &c.n); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		counts = append(counts, c)
-		total += c.n
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, err
-	}
-	if total == 0 && !force {
-		return 0, nil
-	}
-	var n int64
-	if err := tx.QueryRow(ctx, e.Cat.SQL(sqlInsertCut), hi).Scan(&n); err != nil {
-		return 0, fmt.Errorf("recording a cut: %w", err)
-	}
-	// Group buckets, in order, into pages of about PageTarget rows.
-	pages := 0
-	var cur []int32
-	var size int64
-	flush := func() error {
-		if len(cur) == 0 {
-			return nil
-		}
-		if _, err := tx.Exec(ctx, e.Cat.SQL(sqlInsertPage), n, lo, hi, cur); err != nil {
-			return fmt.Errorf("recording a page: %w", err)
-		}
-		pages++
-		cur, size = nil, 0
-		return nil
-	}
-	for _, c := range counts {
-		if size > 0 && size+c.n > PageTarget {
-			if err := flush(); err != nil {
-				return 0, err
-			}
-		}
-		cur = append(cur, c.bucket)
-		size += c.n
-	}
-	if err := flush(); err != nil {
-		return 0, err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return 0, err
-	}
-	return pages, nil
 }

@@ -10,10 +10,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/trellis-pg/trellis/internal/capture"
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/grammar"
 	"github.com/trellis-pg/trellis/internal/ident"
+	"github.com/trellis-pg/trellis/internal/ledger"
 	"github.com/trellis-pg/trellis/internal/plan"
 )
 
@@ -531,8 +531,8 @@ func (w *Worker) refreshSamples(ctx context.Context, tx pgx.Tx, wk *work, quaran
 // the pages in flight on it, then applies the keys carefully. A key whose
 // cause remains is poisoned again.
 func (e *Engine) Release(ctx context.Context, tx pgx.Tx, t *catalog.Transform, keys [][]*string) error {
-	locks := make([]int64, 0, capture.Buckets)
-	for b := 0; b < capture.Buckets; b++ {
+	locks := make([]int64, 0, ledger.Buckets)
+	for b := 0; b < ledger.Buckets; b++ {
 		locks = append(locks, KeyLock(e.Cat.Schema, t.ID, b))
 	}
 	if err := LockKeys(ctx, tx, locks); err != nil {
@@ -558,9 +558,9 @@ func (e *Engine) applyKeys(ctx context.Context, tx pgx.Tx, t *catalog.Transform,
 			return err
 		}
 	}
-	for start := 0; start < len(keys); start += PageTarget {
+	for start := 0; start < len(keys); start += ledger.PageTarget {
 		clear(wk.keys)
-		for _, k := range keys[start:min(start+PageTarget, len(keys))] {
+		for _, k := range keys[start:min(start+ledger.PageTarget, len(keys))] {
 			wk.add(k, 0)
 		}
 		if err := w.applyCareful(ctx, tx, wk); err != nil {
@@ -595,9 +595,9 @@ func (e *Engine) QuarantinedColumns(ctx context.Context, q pgx.Tx, id int) ([]st
 func (e *Engine) SampleKeys(ctx context.Context, tx pgx.Tx, t *catalog.Transform, keys [][]*string, cols []string) error {
 	w := e.NewWorker(-1, nil)
 	wk := &work{t: t, plan: t.Plan(), keys: map[string][]*string{}, buckets: map[int]bool{}}
-	for start := 0; start < len(keys); start += PageTarget {
+	for start := 0; start < len(keys); start += ledger.PageTarget {
 		clear(wk.keys)
-		for _, k := range keys[start:min(start+PageTarget, len(keys))] {
+		for _, k := range keys[start:min(start+ledger.PageTarget, len(keys))] {
 			wk.add(k, 0)
 		}
 		if err := w.refreshSamples(ctx, tx, wk, cols); err != nil {

@@ -41,21 +41,6 @@ UPDATE %[1]s.pages SET attempts = attempts + 1,
     retry_at = clock_timestamp() + $5 * interval '1 millisecond'
 WHERE id = $1`
 
-	sqlCutTry  = `SELECT pg_try_advisory_xact_lock($1)`
-	sqlCutLock = `SELECT pg_advisory_xact_lock($1)`
-	sqlLastCut = `SELECT snap::text, extract(epoch FROM clock_timestamp() - cut_at) * 1000 FROM %[1]s.cuts ORDER BY n DESC LIMIT 1`
-	sqlNowSnap = `SELECT pg_current_snapshot()::text`
-
-	sqlCutCounts = `
-SELECT bucket, count(*) FROM %[1]s.ledger
-WHERE bucket = ANY($3::int[])
-  AND xid >= pg_snapshot_xmin($1::pg_snapshot) AND xid < pg_snapshot_xmax($2::pg_snapshot)
-  AND pg_visible_in_snapshot(xid, $2::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
-GROUP BY bucket ORDER BY bucket`
-
-	sqlInsertCut  = `INSERT INTO %[1]s.cuts (snap) VALUES ($1::pg_snapshot) RETURNING n`
-	sqlInsertPage = `INSERT INTO %[1]s.pages (cut, lo, hi, buckets) VALUES ($1, $2::pg_snapshot, $3::pg_snapshot, $4)`
-
 	sqlSourceNames = `SELECT id, schema_name || '.' || table_name FROM %[1]s.sources WHERE id = ANY($1::int[])`
 
 	// Quarantine (quarantine.go).

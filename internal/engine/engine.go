@@ -23,6 +23,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/errs"
 	"github.com/trellis-pg/trellis/internal/grammar"
 	"github.com/trellis-pg/trellis/internal/ident"
+	"github.com/trellis-pg/trellis/internal/ledger"
 	"github.com/trellis-pg/trellis/internal/plan"
 )
 
@@ -32,7 +33,9 @@ type Engine struct {
 	Cat          *catalog.Catalog
 	Names        capture.Names
 	TargetSchema string
-	Drain        *drain.Engine // for forced cuts while waiting on a watermark
+	Drain        *drain.Engine // re-derives released keys
+	// Ledger answers watermark waits (the call pool's).
+	Ledger *ledger.Ledger
 }
 
 // Result is what a statement did.
@@ -709,9 +712,7 @@ func (e *Engine) LockHeld(ctx context.Context, key int64) (bool, error) {
 
 // Snapshot is the current snapshot of committed transactions, as text.
 func (e *Engine) Snapshot(ctx context.Context) (string, error) {
-	var s string
-	err := e.Pool.QueryRow(ctx, sqlSnapshot).Scan(&s)
-	return s, err
+	return ledger.Snapshot(ctx, e.Pool)
 }
 
 // chainDepth is the longest chain of transforms reading other transforms'
@@ -748,47 +749,5 @@ func (e *Engine) AwaitConverged(ctx context.Context, token string, wake <-chan s
 	if err != nil {
 		return err
 	}
-	rounds := chainDepth(ts)
-	for r := 0; r < rounds; r++ {
-		if err := e.awaitRound(ctx, token, wake); err != nil {
-			return err
-		}
-		if r+1 < rounds {
-			if token, err = e.Snapshot(ctx); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-func (e *Engine) awaitRound(ctx context.Context, token string, wake <-chan struct{}) error {
-	wait := 2 * time.Millisecond
-	for {
-		var n int64
-		err := e.Pool.QueryRow(ctx, e.Cat.SQL(sqlCovering), token).Scan(&n)
-		if errors.Is(err, pgx.ErrNoRows) {
-			if _, err := e.Drain.Cut(ctx, true); err != nil {
-				return err
-			}
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		var pending bool
-		if err := e.Pool.QueryRow(ctx, e.Cat.SQL(sqlPagesPending), n).Scan(&pending); err != nil {
-			return err
-		}
-		if !pending {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-wake:
-		case <-time.After(wait):
-		}
-		wait = min(wait*2, 50*time.Millisecond)
-	}
+	return e.Ledger.Converged(ctx, token, chainDepth(ts), nil, wake)
 }

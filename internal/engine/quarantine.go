@@ -11,11 +11,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/trellis-pg/trellis/internal/capture"
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/drain"
 	"github.com/trellis-pg/trellis/internal/errs"
 	"github.com/trellis-pg/trellis/internal/grammar"
+	"github.com/trellis-pg/trellis/internal/ledger"
 	"github.com/trellis-pg/trellis/internal/plan"
 )
 
@@ -349,7 +349,7 @@ func (e *Engine) release(ctx context.Context, tx pgx.Tx, t *catalog.Transform, h
 			keys = append(keys, h.key)
 			continue
 		}
-		tag, err := tx.Exec(ctx, e.Cat.SQL(sqlRestage), h.table, h.key, capture.Buckets-1)
+		tag, err := tx.Exec(ctx, e.Cat.SQL(sqlRestage), h.table, h.key, ledger.Buckets-1)
 		if err != nil {
 			return fmt.Errorf("staging %s of %s again: %w", drain.RenderKey(h.key), h.table, err)
 		}

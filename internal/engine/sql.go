@@ -116,16 +116,6 @@ SELECT EXISTS (SELECT 1 FROM pg_locks
     AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
     AND classid = $1::bigint::oid AND objid = $2::bigint::oid)`
 
-	sqlSnapshot = `SELECT pg_current_snapshot()::text`
-	// The oldest cut whose snapshot sees everything the token sees.
-	sqlCovering = `
-SELECT n FROM %[1]s.cuts c
-WHERE pg_snapshot_xmax($1::pg_snapshot) <= pg_snapshot_xmax(c.snap)
-  AND NOT EXISTS (SELECT 1 FROM pg_snapshot_xip(c.snap) x
-                  WHERE x < pg_snapshot_xmax($1::pg_snapshot) AND pg_visible_in_snapshot(x, $1::pg_snapshot))
-ORDER BY n LIMIT 1`
-	sqlPagesPending = `SELECT EXISTS (SELECT 1 FROM %[1]s.pages WHERE NOT done AND cut <= $1)`
-
 	// Quarantine (quarantine.go).
 	sqlLockDDLShared   = `SELECT pg_advisory_xact_lock_shared($1)`
 	sqlHeldKeys        = `SELECT count(*), min(at) FROM %[1]s.quarantine WHERE transform_id = $1 AND column_name = ''`

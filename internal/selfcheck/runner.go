@@ -13,9 +13,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/trellis-pg/trellis/internal/capture"
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/drain"
+	"github.com/trellis-pg/trellis/internal/ledger"
 	"github.com/trellis-pg/trellis/internal/plan"
 )
 
@@ -38,9 +38,10 @@ const (
 
 // Runner runs self-check jobs, one at a time, claimed from the catalog.
 type Runner struct {
-	Pool   *pgxpool.Pool
-	Cat    *catalog.Catalog
-	Drain  *drain.Engine // forces a cut while waiting for a target to catch up
+	Pool *pgxpool.Pool
+	Cat  *catalog.Catalog
+	// Ledger is waited on for a target to catch up.
+	Ledger *ledger.Ledger
 	Logger *slog.Logger
 	// PollInterval is how often an idle runner looks for a queued job.
 	PollInterval time.Duration
@@ -471,9 +472,12 @@ type change struct {
 // yet applied will recompute: the units the drain will touch, found the
 // way the drain finds them. all says every unit is (a TRUNCATE).
 func (c *check) inFlight(ctx context.Context, tx pgx.Tx, t *catalog.Transform, pl *plan.Plan) ([][]*string, bool, error) {
-	var frontier *string
-	err := tx.QueryRow(ctx, c.r.Cat.SQL(sqlFrontier)).Scan(&frontier)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	var frontier *string // nil: no cut yet
+	f, err := c.r.Ledger.DrainedFrontier(ctx, tx)
+	switch {
+	case err == nil:
+		frontier = &f.Snap
+	case !errors.Is(err, pgx.ErrNoRows):
 		return nil, false, err
 	}
 	spec := t.Spec
@@ -545,7 +549,7 @@ func (c *check) inFlight(ctx context.Context, tx pgx.Tx, t *catalog.Transform, p
 		}
 		ch := plan.Changes{Source: side, CapCols: s.CapCols, CapTypes: s.CapTypes}
 		args := ch.Args(len(chs), func(i int) ([]string, []*string) { return chs[i].key, chs[i].vals })
-		queries := pl.AffectedQueries(ch, fromSide, joinedSide, capture.Buckets)
+		queries := pl.AffectedQueries(ch, fromSide, joinedSide, ledger.Buckets)
 		for _, q := range queries {
 			rows, err := tx.Query(ctx, q, args...)
 			if err != nil {
@@ -620,10 +624,8 @@ func (c *check) awaitCaughtUp(ctx context.Context, t *catalog.Transform) (bool, 
 	ids, depth, err := c.dependencies(wctx, t)
 	if err == nil {
 		var token string
-		for round := 0; round < depth && err == nil; round++ {
-			if err = c.r.Pool.QueryRow(wctx, sqlSnapshot).Scan(&token); err == nil {
-				err = c.awaitRound(wctx, token, ids)
-			}
+		if token, err = ledger.Snapshot(wctx, c.r.Pool); err == nil {
+			err = c.r.Ledger.Converged(wctx, token, depth, ids, nil)
 		}
 	}
 	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
@@ -665,37 +667,6 @@ func (c *check) dependencies(ctx context.Context, t *catalog.Transform) ([]int, 
 	}
 	visit(t, 1)
 	return ids, depth, nil
-}
-
-// awaitRound waits until no page holding changes of the sources ids that
-// token sees is left to apply.
-func (c *check) awaitRound(ctx context.Context, token string, ids []int) error {
-	wait := 2 * time.Millisecond
-	for {
-		var n int64
-		err := c.r.Pool.QueryRow(ctx, c.r.Cat.SQL(sqlCovering), token).Scan(&n)
-		if errors.Is(err, pgx.ErrNoRows) {
-			if _, err := c.r.Drain.Cut(ctx, true); err != nil {
-				return err
-			}
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		var pending bool
-		if err := c.r.Pool.QueryRow(ctx, c.r.Cat.SQL(sqlSourcesPending), n, ids).Scan(&pending); err != nil {
-			return err
-		}
-		if !pending {
-			return nil
-		}
-		sleep(ctx, wait)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		wait = min(wait*2, 50*time.Millisecond)
-	}
 }
 
 // finish completes the report: what the transform holds, the drain

@@ -41,13 +41,6 @@ WHERE id = $1 AND claim = $2 AND state = 'running'`
 UPDATE %[1]s.self_checks SET state = 'queued', claim = NULL, heartbeat_at = NULL, started_at = NULL, rows_compared = 0
 WHERE id = $1 AND claim = $2 AND state = 'running'`
 
-	// The drained frontier: the newest cut whose pages, and all older
-	// ones', are done. Every ledger row visible in its snapshot is applied.
-	sqlFrontier = `
-SELECT snap::text FROM %[1]s.cuts
-WHERE n <= coalesce((SELECT min(cut) - 1 FROM %[1]s.pages WHERE NOT done), (SELECT max(n) FROM %[1]s.cuts))
-ORDER BY n DESC LIMIT 1`
-
 	// The changes of the sources $1 that the snapshot sees committed and
 	// not applied: past the frontier ($2), and in no page that is done.
 	sqlInFlight = `
@@ -67,25 +60,4 @@ SELECT p.id, coalesce(p.tables, '{}'), coalesce(p.last_error, ''), p.last_sqlsta
 FROM %[1]s.pages p
 WHERE NOT p.done AND p.attempts > 0 AND p.tables && $1::text[]
 ORDER BY p.id`
-
-	sqlSnapshot = `SELECT pg_current_snapshot()::text`
-
-	// The oldest cut whose snapshot sees everything the token sees.
-	sqlCovering = `
-SELECT n FROM %[1]s.cuts c
-WHERE pg_snapshot_xmax($1::pg_snapshot) <= pg_snapshot_xmax(c.snap)
-  AND NOT EXISTS (SELECT 1 FROM pg_snapshot_xip(c.snap) x
-                  WHERE x < pg_snapshot_xmax($1::pg_snapshot) AND pg_visible_in_snapshot(x, $1::pg_snapshot))
-ORDER BY n LIMIT 1`
-
-	// Whether a page up to cut $1 that is not done holds changes of the
-	// sources $2.
-	sqlSourcesPending = `
-SELECT EXISTS (
-  SELECT 1 FROM %[1]s.pages p
-  WHERE NOT p.done AND p.cut <= $1
-    AND EXISTS (SELECT 1 FROM %[1]s.ledger l
-                WHERE l.bucket = ANY (p.buckets) AND l.src = ANY ($2::int[])
-                  AND l.xid >= pg_snapshot_xmin(p.lo) AND l.xid < pg_snapshot_xmax(p.hi)
-                  AND pg_visible_in_snapshot(l.xid, p.hi) AND NOT pg_visible_in_snapshot(l.xid, p.lo)))`
 )

@@ -22,6 +22,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/drain"
 	"github.com/trellis-pg/trellis/internal/ident"
+	"github.com/trellis-pg/trellis/internal/ledger"
 	"github.com/trellis-pg/trellis/internal/metrics"
 	"github.com/trellis-pg/trellis/internal/plan"
 )
@@ -394,7 +395,7 @@ func (w *Worker) buildShape(ctx context.Context, tx pgx.Tx, t *catalog.Transform
 }
 
 func lockAll(ctx context.Context, tx pgx.Tx, schema string, id int) error {
-	locks := make([]int64, capture.Buckets)
+	locks := make([]int64, ledger.Buckets)
 	for b := range locks {
 		locks[b] = drain.KeyLock(schema, id, b)
 	}

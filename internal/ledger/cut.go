@@ -1,0 +1,107 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/trellis-pg/trellis/internal/catalog"
+)
+
+// Cut closes the ledger rows committed since the last cut into pages. With
+// force it records a cut even when there are no new rows (a watermark wait
+// needs one covering its snapshot) and waits for a concurrent cutter. It
+// returns the number of pages created.
+func (l *Ledger) Cut(ctx context.Context, force bool) (int, error) {
+	tx, err := l.Pool.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	key := catalog.LockKey(l.Cat.Schema, "cut")
+	if force {
+		if _, err := tx.Exec(ctx, sqlCutLock, key); err != nil {
+			return 0, err
+		}
+	} else {
+		var ok bool
+		if err := tx.QueryRow(ctx, sqlCutTry, key).Scan(&ok); err != nil || !ok {
+			return 0, err
+		}
+	}
+	var lo, hi string
+	var ageMS float64
+	if err := tx.QueryRow(ctx, l.Cat.SQL(sqlLastCut)).Scan(&lo, &ageMS); err != nil {
+		return 0, fmt.Errorf("reading the last cut: %w", err)
+	}
+	if !force && ageMS < float64(MinCutInterval.Milliseconds()) {
+		return 0, nil // let changes gather into fewer, larger pages
+	}
+	if err := tx.QueryRow(ctx, sqlSnapshot).Scan(&hi); err != nil {
+		return 0, err
+	}
+	all := make([]int32, Buckets)
+	for i := range all {
+		all[i] = int32(i)
+	}
+	rows, err := tx.Query(ctx, l.Cat.SQL(sqlCutCounts), lo, hi, all)
+	if err != nil {
+		return 0, fmt.Errorf("counting new ledger rows: %w", err)
+	}
+	type bc struct {
+		bucket int32
+		n      int64
+	}
+	var counts []bc
+	var total int64
+	for rows.Next() {
+		var c bc
+		if err := rows.Scan(&c.bucket, &c.n); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		counts = append(counts, c)
+		total += c.n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	if total == 0 && !force {
+		return 0, nil
+	}
+	var n int64
+	if err := tx.QueryRow(ctx, l.Cat.SQL(sqlInsertCut), hi).Scan(&n); err != nil {
+		return 0, fmt.Errorf("recording a cut: %w", err)
+	}
+	// Group buckets, in order, into pages of about PageTarget rows.
+	pages := 0
+	var cur []int32
+	var size int64
+	flush := func() error {
+		if len(cur) == 0 {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, l.Cat.SQL(sqlInsertPage), n, lo, hi, cur); err != nil {
+			return fmt.Errorf("recording a page: %w", err)
+		}
+		pages++
+		cur, size = nil, 0
+		return nil
+	}
+	for _, c := range counts {
+		if size > 0 && size+c.n > PageTarget {
+			if err := flush(); err != nil {
+				return 0, err
+			}
+		}
+		cur = append(cur, c.bucket)
+		size += c.n
+	}
+	if err := flush(); err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, err
+	}
+	return pages, nil
+}

@@ -1,0 +1,32 @@
+// Package ledger owns the ledger: the ring of segments that capture appends
+// changed keys to, the snapshot cuts that split the committed ledger into
+// pages, the pages drain workers claim, the reclaim of drained segments,
+// and the watermarks and convergence waits read from cuts and pages.
+package ledger
+
+import (
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/trellis-pg/trellis/internal/catalog"
+)
+
+// Buckets is the number of key buckets: the ledger's rows are split into
+// pages by bucket, and recomputes serialise on (transform, bucket) locks.
+const Buckets = 64
+
+// PageTarget is about how many ledger rows a page holds: a cut larger than
+// this is split by bucket into several pages that workers take in parallel.
+const PageTarget = 5000
+
+// MinCutInterval is the least time between two cuts made by idle workers:
+// under a steady write load it gathers changes into pages worth a
+// transaction, instead of one page per commit.
+const MinCutInterval = 5 * time.Millisecond
+
+// Ledger is the ledger of one instance, read and written through Pool.
+type Ledger struct {
+	Pool *pgxpool.Pool
+	Cat  *catalog.Catalog
+}

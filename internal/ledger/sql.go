@@ -1,0 +1,47 @@
+package ledger
+
+// The ledger's SQL; %[1]s is the quoted catalog schema.
+const (
+	sqlSnapshot = `SELECT pg_current_snapshot()::text`
+
+	// Cuts.
+	sqlCutTry  = `SELECT pg_try_advisory_xact_lock($1)`
+	sqlCutLock = `SELECT pg_advisory_xact_lock($1)`
+	sqlLastCut = `SELECT snap::text, extract(epoch FROM clock_timestamp() - cut_at) * 1000 FROM %[1]s.cuts ORDER BY n DESC LIMIT 1`
+
+	sqlCutCounts = `
+SELECT bucket, count(*) FROM %[1]s.ledger
+WHERE bucket = ANY($3::int[])
+  AND xid >= pg_snapshot_xmin($1::pg_snapshot) AND xid < pg_snapshot_xmax($2::pg_snapshot)
+  AND pg_visible_in_snapshot(xid, $2::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
+GROUP BY bucket ORDER BY bucket`
+
+	sqlInsertCut  = `INSERT INTO %[1]s.cuts (snap) VALUES ($1::pg_snapshot) RETURNING n`
+	sqlInsertPage = `INSERT INTO %[1]s.pages (cut, lo, hi, buckets) VALUES ($1, $2::pg_snapshot, $3::pg_snapshot, $4)`
+
+	// The drained frontier: the newest cut whose pages, and all older ones, are done.
+	sqlFrontier = `
+SELECT n, snap::text FROM %[1]s.cuts
+WHERE n <= coalesce((SELECT min(cut) - 1 FROM %[1]s.pages WHERE NOT done), (SELECT max(n) FROM %[1]s.cuts))
+ORDER BY n DESC LIMIT 1`
+
+	// The oldest cut whose snapshot sees everything the token sees.
+	sqlCovering = `
+SELECT n FROM %[1]s.cuts c
+WHERE pg_snapshot_xmax($1::pg_snapshot) <= pg_snapshot_xmax(c.snap)
+  AND NOT EXISTS (SELECT 1 FROM pg_snapshot_xip(c.snap) x
+                  WHERE x < pg_snapshot_xmax($1::pg_snapshot) AND pg_visible_in_snapshot(x, $1::pg_snapshot))
+ORDER BY n LIMIT 1`
+	// Whether a page up to cut $1 is not done.
+	sqlPagesPending = `SELECT EXISTS (SELECT 1 FROM %[1]s.pages WHERE NOT done AND cut <= $1)`
+	// Whether a page up to cut $1 that is not done holds changes of the
+	// sources $2.
+	sqlSourcesPending = `
+SELECT EXISTS (
+  SELECT 1 FROM %[1]s.pages p
+  WHERE NOT p.done AND p.cut <= $1
+    AND EXISTS (SELECT 1 FROM %[1]s.ledger l
+                WHERE l.bucket = ANY (p.buckets) AND l.src = ANY ($2::int[])
+                  AND l.xid >= pg_snapshot_xmin(p.lo) AND l.xid < pg_snapshot_xmax(p.hi)
+                  AND pg_visible_in_snapshot(l.xid, p.hi) AND NOT pg_visible_in_snapshot(l.xid, p.lo)))`
+)
