@@ -13,10 +13,10 @@ import (
 
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/ledger"
-	"github.com/trellis-pg/trellis/internal/testpg"
+	"github.com/trellis-pg/trellis/internal/testsupport"
 )
 
-func TestMain(m *testing.M) { os.Exit(testpg.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testsupport.Main(m)) }
 
 // fixture is a migrated catalog and its ledger.
 type fixture struct {
@@ -29,7 +29,7 @@ func setup(t *testing.T) *fixture {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	pool, err := pgxpool.New(ctx, testpg.Database(t))
+	pool, err := pgxpool.New(ctx, testsupport.Database(t))
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	require.NoError(t, catalog.Migrate(ctx, pool, "trellis", "public"))
