@@ -280,6 +280,13 @@ func TestAlterShapes(t *testing.T) {
 	requireCode(t, err, trellis.CodeValidation)
 	_, err = c.Apply(e.ctx, `ALTER TRANSFORM per_customer DROP COLUMN customer_id`)
 	requireCode(t, err, trellis.CodeValidation)
+	// What the new column calls and reads is checked as for a definition.
+	_, err = c.Apply(e.ctx, `ALTER TRANSFORM per_customer ADD COLUMN sum(price) + price AS mixed`)
+	requireCode(t, err, trellis.CodeValidation)
+	require.Contains(t, err.Error(), "price must be inside an aggregate")
+	_, err = c.Apply(e.ctx, `ALTER TRANSFORM lines ADD COLUMN o.price * random() AS noisy`)
+	requireCode(t, err, trellis.CodeValidation)
+	require.Contains(t, err.Error(), "random is volatile")
 	e.waitState(c, "per_customer", trellis.StateLive)
 	e.waitState(c, "lines", trellis.StateLive)
 	e.exec(`UPDATE orders SET price = price + 1000 WHERE id % 10 = 0`)

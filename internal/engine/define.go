@@ -5,24 +5,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/trellis-pg/trellis/internal/errs"
 	"github.com/trellis-pg/trellis/internal/grammar"
-	"github.com/trellis-pg/trellis/internal/ident"
 	"github.com/trellis-pg/trellis/internal/plan"
 )
 
-// side is one table of a definition, resolved.
+// side is one table of a definition, resolved: what compilation reads
+// (plan.Table), and what registering it as a source needs.
 type side struct {
-	rel      *relation
-	alias    string
-	keyCols  []string
-	keyTypes []string
-	columns  map[string]string // column name -> type
-	id       int
+	plan.Table
+	rel *relation
+	id  int
 }
 
 func (e *Engine) loadSide(ctx context.Context, tx pgx.Tx, ref grammar.TableRef) (*side, error) {
@@ -39,9 +35,9 @@ func (e *Engine) loadSide(ctx context.Context, tx pgx.Tx, ref grammar.TableRef) 
 	if rel.schema == e.Cat.Schema {
 		return nil, errs.New(errs.Validation, "source %s.%s is one of Trellis's own tables", rel.schema, rel.name)
 	}
-	s := &side{rel: rel, alias: ref.Alias, columns: map[string]string{}}
-	if s.alias == "" {
-		s.alias = rel.name
+	s := &side{rel: rel, Table: plan.Table{Schema: rel.schema, Name: rel.name, Alias: ref.Alias, Columns: map[string]string{}}}
+	if s.Alias == "" {
+		s.Alias = rel.name
 	}
 	rows, err := tx.Query(ctx, sqlPrimaryKey, rel.oid)
 	if err != nil {
@@ -53,13 +49,13 @@ func (e *Engine) loadSide(ctx context.Context, tx pgx.Tx, ref grammar.TableRef) 
 			rows.Close()
 			return nil, err
 		}
-		s.keyCols, s.keyTypes = append(s.keyCols, c), append(s.keyTypes, t)
+		s.KeyCols, s.KeyTypes = append(s.KeyCols, c), append(s.KeyTypes, t)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	if len(s.keyCols) == 0 {
+	if len(s.KeyCols) == 0 {
 		return nil, errs.New(errs.Validation, "source table %s.%s has no primary key: Trellis needs one to know which rows changed", rel.schema, rel.name)
 	}
 	rows, err = tx.Query(ctx, sqlColumns, rel.oid)
@@ -72,50 +68,10 @@ func (e *Engine) loadSide(ctx context.Context, tx pgx.Tx, ref grammar.TableRef) 
 			rows.Close()
 			return nil, err
 		}
-		s.columns[c] = t
+		s.Columns[c] = t
 	}
 	rows.Close()
 	return s, rows.Err()
-}
-
-// sideOf says which side a column reference belongs to: 0 the FROM table,
-// 1 the joined one.
-func sideOf(ref grammar.ColumnRef, sides []*side) (int, error) {
-	var found []int
-	for i, s := range sides {
-		if ref.Qualifier != "" && ref.Qualifier != s.alias && ref.Qualifier != s.rel.name {
-			continue
-		}
-		if _, ok := s.columns[ref.Column]; ok {
-			found = append(found, i)
-		}
-	}
-	switch len(found) {
-	case 1:
-		return found[0], nil
-	case 0:
-		return 0, errs.New(errs.Validation, "column %s does not exist in the transform's tables", refString(ref))
-	}
-	return 0, errs.New(errs.Validation, "column reference %s is ambiguous: qualify it with a table alias", refString(ref))
-}
-
-func refString(r grammar.ColumnRef) string {
-	if r.Qualifier == "" {
-		return r.Column
-	}
-	return r.Qualifier + "." + r.Column
-}
-
-// isColumn reports whether a select item is exactly the given column of a side.
-func isColumn(it grammar.SelectItem, s *side, col string, sides []*side) bool {
-	if len(it.Columns) != 1 || it.Columns[0].Column != col {
-		return false
-	}
-	if i, err := sideOf(it.Columns[0], sides); err != nil || sides[i] != s {
-		return false
-	}
-	e := strings.ReplaceAll(it.Expr, `"`, "")
-	return e == col || e == s.alias+"."+col || e == s.rel.name+"."+col
 }
 
 func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) (Result, error) {
@@ -144,8 +100,8 @@ func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) 
 			if err != nil {
 				return err
 			}
-			if joined.alias == from.alias {
-				return errs.New(errs.Validation, "the joined table needs an alias different from %s", from.alias)
+			if joined.Alias == from.Alias {
+				return errs.New(errs.Validation, "the joined table needs an alias different from %s", from.Alias)
 			}
 			sides = append(sides, joined)
 		}
@@ -164,7 +120,7 @@ func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) 
 		if err := e.checkFunctions(ctx, tx, s.Functions, len(s.GroupBy) > 0); err != nil {
 			return err
 		}
-		spec, needs, err := buildSpec(s, sides)
+		spec, needs, err := plan.Compile(s, tables(sides))
 		if err != nil {
 			return err
 		}
@@ -216,15 +172,15 @@ func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) 
 // and sets sd.id.
 func (e *Engine) registerSource(ctx context.Context, tx pgx.Tx, sd *side, needs []string) error {
 	var capCols []string
-	err := tx.QueryRow(ctx, e.Cat.SQL(sqlUpsertSource), sd.rel.schema, sd.rel.name, sd.keyCols, sd.keyTypes, sd.rel.kind == "p").
-		Scan(&sd.id, &sd.keyCols, &sd.keyTypes, &capCols)
+	err := tx.QueryRow(ctx, e.Cat.SQL(sqlUpsertSource), sd.rel.schema, sd.rel.name, sd.KeyCols, sd.KeyTypes, sd.rel.kind == "p").
+		Scan(&sd.id, &sd.KeyCols, &sd.KeyTypes, &capCols)
 	if err != nil {
 		return fmt.Errorf("registering source %s.%s: %w", sd.rel.schema, sd.rel.name, err)
 	}
 	var add, addTypes []string
 	for _, c := range needs {
 		if !slices.Contains(capCols, c) && !slices.Contains(add, c) {
-			add, addTypes = append(add, c), append(addTypes, sd.columns[c])
+			add, addTypes = append(add, c), append(addTypes, sd.Columns[c])
 		}
 	}
 	if len(add) == 0 {
@@ -261,193 +217,6 @@ func (e *Engine) recordTypes(ctx context.Context, tx pgx.Tx, tgt plan.Target, sp
 	return rows.Err()
 }
 
-// buildSpec compiles a parsed TRANSFORM over resolved tables into a spec,
-// and the columns each side needs captured.
-func buildSpec(s *grammar.Transform, sides []*side) (plan.Spec, [][]string, error) {
-	from := sides[0]
-	spec := plan.Spec{
-		Source:             plan.Source{Schema: from.rel.schema, Table: from.rel.name, Alias: s.From.Alias, KeyCols: from.keyCols, KeyTypes: from.keyTypes},
-		Where:              s.Where,
-		GroupBy:            s.GroupBy,
-		WithoutSourceIndex: s.WithoutSourceIndex,
-	}
-	needs := make([][]string, len(sides))
-	need := func(i int, col string) {
-		if !slices.Contains(needs[i], col) {
-			needs[i] = append(needs[i], col)
-		}
-	}
-	var reads []grammar.ColumnRef
-	var joinedReads []string
-	for _, it := range s.Select {
-		reads = append(reads, it.Columns...)
-	}
-	reads = append(reads, s.WhereColumns...)
-	reads = append(reads, s.GroupByColumns...)
-	for _, r := range reads {
-		i, err := sideOf(r, sides)
-		if err != nil {
-			return spec, nil, err
-		}
-		if i == 0 && !slices.Contains(spec.Reads, r.Column) {
-			spec.Reads = append(spec.Reads, r.Column)
-		}
-		if i == 1 && !slices.Contains(joinedReads, r.Column) {
-			joinedReads = append(joinedReads, r.Column)
-		}
-	}
-	if len(sides) == 2 {
-		j := s.Joins[0]
-		joined := sides[1]
-		spec.Join = &plan.Join{Left: j.Kind == grammar.JoinLeft,
-			Source: plan.Source{Schema: joined.rel.schema, Table: joined.rel.name, Alias: j.Table.Alias, KeyCols: joined.keyCols, KeyTypes: joined.keyTypes}}
-		for _, c := range j.On {
-			l, err := sideOf(c.Left, sides)
-			if err != nil {
-				return spec, nil, err
-			}
-			r, err := sideOf(c.Right, sides)
-			if err != nil {
-				return spec, nil, err
-			}
-			if l == r {
-				return spec, nil, errs.New(errs.Validation, "each ON equality must compare a column of %s with a column of %s", from.alias, joined.alias)
-			}
-			fc, jc := c.Left.Column, c.Right.Column
-			if l == 1 {
-				fc, jc = jc, fc
-			}
-			spec.Join.On = append(spec.Join.On, plan.JoinOn{From: fc, Joined: jc})
-			need(0, fc)
-			need(1, jc)
-		}
-	}
-	items := s.Select
-	switch {
-	case len(s.GroupBy) > 0:
-		groupSide := -1
-		for _, r := range s.GroupByColumns {
-			i, err := sideOf(r, sides)
-			if err != nil {
-				return spec, nil, err
-			}
-			if groupSide >= 0 && i != groupSide {
-				return spec, nil, errs.New(errs.Validation, "the GROUP BY expressions of a JOIN must all read columns of one of its tables")
-			}
-			groupSide = i
-			need(i, r.Column)
-		}
-		if groupSide < 0 {
-			return spec, nil, errs.New(errs.Validation, "GROUP BY needs at least one column")
-		}
-		spec.GroupJoined = groupSide == 1
-		for _, g := range s.GroupBy {
-			idx := slices.IndexFunc(items, func(it grammar.SelectItem) bool { return it.Expr == g })
-			if idx < 0 {
-				return spec, nil, errs.New(errs.Validation, "GROUP BY expression %s must also be selected, with a name: it is the target's key", g)
-			}
-			spec.Key = append(spec.Key, plan.Column{Name: items[idx].Name, Expr: g})
-		}
-		for _, it := range items {
-			if !slices.ContainsFunc(spec.Key, func(k plan.Column) bool { return k.Name == it.Name }) {
-				spec.Columns = append(spec.Columns, plan.Column{Name: it.Name, Expr: it.Expr})
-			}
-		}
-	case len(sides) == 2:
-		// The target's key is both sides' keys: a selected column that is a
-		// key column serves as it, else a column <alias>_<column> is added.
-		used := map[int]bool{}
-		for _, sd := range sides {
-			for _, k := range sd.keyCols {
-				name := sd.alias + "_" + k
-				idx := slices.IndexFunc(items, func(it grammar.SelectItem) bool { return isColumn(it, sd, k, sides) })
-				if idx >= 0 && !used[idx] {
-					used[idx] = true
-					name = items[idx].Name
-				} else if slices.ContainsFunc(items, func(it grammar.SelectItem) bool { return it.Name == name }) {
-					return spec, nil, errs.New(errs.Validation, "column %s is taken: the target needs it for the key column %s.%s; select the key column as it is instead", name, sd.alias, k)
-				}
-				spec.Key = append(spec.Key, plan.Column{Name: name, Expr: ident.Quote(sd.alias) + "." + ident.Quote(k)})
-			}
-		}
-		for i, it := range items {
-			if !used[i] {
-				spec.Columns = append(spec.Columns, plan.Column{Name: it.Name, Expr: it.Expr})
-			}
-		}
-	default:
-		for _, it := range items {
-			if slices.Contains(from.keyCols, it.Name) {
-				if isColumn(it, from, it.Name, sides) {
-					continue // the key column itself: the target has it already
-				}
-				return spec, nil, errs.New(errs.Validation, "column %s is the target's key (the source's primary key column): give the expression another name", it.Name)
-			}
-			spec.Columns = append(spec.Columns, plan.Column{Name: it.Name, Expr: it.Expr})
-		}
-	}
-	spec.Source.Needs = needs[0]
-	if spec.Join != nil {
-		spec.Join.Source.Needs = needs[1]
-		for _, on := range spec.Join.On {
-			if !slices.Contains(joinedReads, on.Joined) {
-				joinedReads = append(joinedReads, on.Joined)
-			}
-			if !slices.Contains(spec.Reads, on.From) {
-				spec.Reads = append(spec.Reads, on.From)
-			}
-		}
-		spec.Join.Source.Reads = joinedReads
-	}
-	if err := recordColumnReads(&spec, s, sides); err != nil {
-		return spec, nil, err
-	}
-	return spec, needs, nil
-}
-
-// recordColumnReads records which source columns each non-key column
-// reads, and which the rest of the definition does, so that ALTER
-// TRANSFORM can keep Reads exact.
-func recordColumnReads(spec *plan.Spec, s *grammar.Transform, sides []*side) error {
-	for i, c := range spec.Columns {
-		idx := slices.IndexFunc(s.Select, func(it grammar.SelectItem) bool { return it.Name == c.Name })
-		if idx < 0 {
-			continue
-		}
-		from, joined, err := readsBySide(s.Select[idx].Columns, sides)
-		if err != nil {
-			return err
-		}
-		spec.Columns[i].Reads, spec.Columns[i].JoinedReads = from, joined
-	}
-	base := append(append([]grammar.ColumnRef(nil), s.WhereColumns...), s.GroupByColumns...)
-	for _, k := range spec.Key {
-		if idx := slices.IndexFunc(s.Select, func(it grammar.SelectItem) bool { return it.Name == k.Name }); idx >= 0 {
-			base = append(base, s.Select[idx].Columns...)
-		}
-	}
-	from, joined, err := readsBySide(base, sides)
-	if err != nil {
-		return err
-	}
-	for _, k := range spec.Source.KeyCols {
-		from = appendNew(from, k)
-	}
-	if spec.Join != nil {
-		for _, on := range spec.Join.On {
-			from = appendNew(from, on.From)
-			joined = appendNew(joined, on.Joined)
-		}
-		for _, k := range spec.Join.Source.KeyCols {
-			joined = appendNew(joined, k)
-		}
-		spec.Join.BaseReads = joined
-	}
-	spec.BaseReads = from
-	spec.PerColumnReads = true
-	return nil
-}
-
 // specSides loads the tables of a registered definition as define saw
 // them, to tell which table a column reference of an ALTER reads.
 func (e *Engine) specSides(ctx context.Context, tx pgx.Tx, spec plan.Spec) ([]*side, error) {
@@ -466,26 +235,11 @@ func (e *Engine) specSides(ctx context.Context, tx pgx.Tx, spec plan.Spec) ([]*s
 	return sides, nil
 }
 
-// readsBySide splits column references into the FROM table's columns and
-// the joined table's.
-func readsBySide(refs []grammar.ColumnRef, sides []*side) (from, joined []string, err error) {
-	for _, r := range refs {
-		i, err := sideOf(r, sides)
-		if err != nil {
-			return nil, nil, err
-		}
-		if i == 0 {
-			from = appendNew(from, r.Column)
-		} else {
-			joined = appendNew(joined, r.Column)
-		}
+// tables are the sides as compilation sees them.
+func tables(sides []*side) []*plan.Table {
+	out := make([]*plan.Table, len(sides))
+	for i, sd := range sides {
+		out[i] = &sd.Table
 	}
-	return from, joined, nil
-}
-
-func appendNew(list []string, v string) []string {
-	if slices.Contains(list, v) {
-		return list
-	}
-	return append(list, v)
+	return out
 }

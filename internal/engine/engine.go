@@ -449,18 +449,10 @@ func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (Result, error) {
 			if grouped && !s.Column.HasAggregate {
 				return errs.New(errs.Validation, "column %s of a GROUP BY transform must be an aggregate: its key (the GROUP BY) cannot change", col)
 			}
-			// The functions the expression calls, read by parsing it in a
-			// statement of its own (grouped, for an aggregate).
-			probe := "TRANSFORM x FROM y SELECT " + s.Column.Expr + " AS c"
-			if grouped {
-				probe = "TRANSFORM x FROM y SELECT " + s.Column.Expr + " AS c, trellis_g AS trellis_g GROUP BY trellis_g"
+			if grouped && len(s.Bare) > 0 {
+				return errs.New(errs.Validation, "column %s: column %s must be inside an aggregate (the key of a GROUP BY transform cannot change)", col, s.Bare[0].String())
 			}
-			st, err := grammar.Parse(probe)
-			if err != nil {
-				return errs.Wrap(errs.Validation, err, "column %s", col)
-			}
-			fns := st.(*grammar.Transform).Functions
-			if err := e.checkFunctions(ctx, tx, fns, len(t.Spec.GroupBy) > 0); err != nil {
+			if err := e.checkFunctions(ctx, tx, s.Functions, grouped); err != nil {
 				return err
 			}
 			pl := t.Plan()
@@ -487,24 +479,8 @@ func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (Result, error) {
 			if err != nil {
 				return err
 			}
-			from, joined, err := readsBySide(s.Column.Columns, sides)
-			if err != nil {
+			if spec, err = plan.AddColumn(spec, s.Column, tables(sides)); err != nil {
 				return err
-			}
-			spec.Columns = append(slices.Clone(spec.Columns), plan.Column{Name: col, Expr: s.Column.Expr, Reads: from, JoinedReads: joined})
-			if spec.PerColumnReads {
-				spec.SetReads()
-			} else {
-				for _, r := range from {
-					spec.Reads = appendNew(spec.Reads, r)
-				}
-				if spec.Join != nil {
-					j := *spec.Join
-					for _, r := range joined {
-						j.Source.Reads = appendNew(j.Source.Reads, r)
-					}
-					spec.Join = &j
-				}
 			}
 			if _, err := tx.Exec(ctx, e.Cat.SQL(sqlColumnBuild), t.ID, col); err != nil {
 				return err
@@ -533,12 +509,7 @@ func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (Result, error) {
 			if _, err := tx.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DROP COLUMN %s", t.Target.Quoted(), ident.Quote(col))); err != nil {
 				return fmt.Errorf("dropping column %s of %s: %w", col, t.Target, err)
 			}
-			spec.Columns = slices.DeleteFunc(slices.Clone(spec.Columns), func(c plan.Column) bool { return c.Name == col })
-			if spec.Join != nil {
-				j := *spec.Join
-				spec.Join = &j
-			}
-			spec.SetReads()
+			spec = plan.DropColumn(spec, col)
 			if _, err := tx.Exec(ctx, e.Cat.SQL(sqlColumnUnquarantine), t.ID, col); err != nil {
 				return err
 			}

@@ -45,6 +45,14 @@ type ColumnRef struct {
 	Column    string
 }
 
+// String renders the reference for messages: qualifier.column or column.
+func (r ColumnRef) String() string {
+	if r.Qualifier == "" {
+		return r.Column
+	}
+	return r.Qualifier + "." + r.Column
+}
+
 // JoinCond is one equality of an ON clause: Left = Right.
 type JoinCond struct {
 	Left  ColumnRef
@@ -111,6 +119,12 @@ type Alter struct {
 	Target Name
 	Action AlterAction
 	Column SelectItem // for ADD COLUMN: the expression and name; for DROP COLUMN: Name only
+	// Functions are the functions the new column's expression calls, as
+	// in Transform.Functions.
+	Functions []string
+	// Bare are the column references of the new column read outside any
+	// aggregate call (a GROUP BY transform's new column has none).
+	Bare []ColumnRef
 }
 
 func (*Transform) statement() {}

@@ -248,6 +248,10 @@ func (p *stmtParser) alter() (Statement, *Error) {
 		}
 		alt.Action = AlterAddColumn
 		alt.Column = SelectItem{Expr: x.sql, Name: item.name, HasAggregate: x.aggOff >= 0, Columns: x.cols}
+		for _, f := range x.funcs {
+			alt.Functions = appendUnique(alt.Functions, f.val)
+		}
+		alt.Bare = bareColumns(x.val.ProtoReflect(), nil)
 	case p.is(p.pos, "drop"):
 		p.pos++
 		if p.is(p.pos, "column") && p.pos+1 < p.n {

@@ -227,6 +227,24 @@ func ungrouped(m protoreflect.Message, groups []*pg.Node, loc int) (*pg.ColumnRe
 	return found, foundLoc
 }
 
+// bareColumns appends to out the column references in m that are not
+// inside an aggregate call, deduplicated, in tree order.
+func bareColumns(m protoreflect.Message, out []ColumnRef) []ColumnRef {
+	switch n := m.Interface().(type) {
+	case *pg.FuncCall:
+		if isAggregate(n) {
+			return out
+		}
+	case *pg.ColumnRef:
+		if c, ok := plainColumn(&pg.Node{Node: &pg.Node_ColumnRef{ColumnRef: n}}); ok {
+			out = appendUnique(out, c)
+		}
+		return out
+	}
+	children(m, func(c protoreflect.Message) { out = bareColumns(c, out) })
+	return out
+}
+
 // equalIgnoringLocation compares two parse trees, ignoring where in the
 // text their nodes were found.
 func equalIgnoringLocation(a, b protoreflect.Message) bool {

@@ -1,0 +1,329 @@
+package plan
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/trellis-pg/trellis/internal/errs"
+	"github.com/trellis-pg/trellis/internal/grammar"
+	"github.com/trellis-pg/trellis/internal/ident"
+)
+
+// Table is one table of a definition as the catalog describes it: the
+// facts compilation needs, read by the caller.
+type Table struct {
+	Schema string
+	Name   string
+	// Alias is the name the statement uses for the table: its alias, or
+	// its name when it has none.
+	Alias    string
+	KeyCols  []string
+	KeyTypes []string
+	Columns  map[string]string // column name -> type
+}
+
+// Compile turns a parsed TRANSFORM over its resolved tables (the FROM
+// table, then the joined one) into a spec, and returns the columns of
+// each table whose old values capture must record. The caller sets the
+// sources' IDs and the columns' types once the target exists.
+func Compile(s *grammar.Transform, tables []*Table) (Spec, [][]string, error) {
+	from := tables[0]
+	spec := Spec{
+		Source:             Source{Schema: from.Schema, Table: from.Name, Alias: s.From.Alias, KeyCols: from.KeyCols, KeyTypes: from.KeyTypes},
+		Where:              s.Where,
+		GroupBy:            s.GroupBy,
+		WithoutSourceIndex: s.WithoutSourceIndex,
+	}
+	needs := make([][]string, len(tables))
+	need := func(i int, col string) { needs[i] = appendNew(needs[i], col) }
+	var reads []grammar.ColumnRef
+	var joinedReads []string
+	for _, it := range s.Select {
+		reads = append(reads, it.Columns...)
+	}
+	reads = append(reads, s.WhereColumns...)
+	reads = append(reads, s.GroupByColumns...)
+	for _, r := range reads {
+		i, err := tableOf(r, tables)
+		if err != nil {
+			return spec, nil, err
+		}
+		if i == 0 {
+			spec.Reads = appendNew(spec.Reads, r.Column)
+		} else {
+			joinedReads = appendNew(joinedReads, r.Column)
+		}
+	}
+	if len(tables) == 2 {
+		j := s.Joins[0]
+		joined := tables[1]
+		spec.Join = &Join{Left: j.Kind == grammar.JoinLeft,
+			Source: Source{Schema: joined.Schema, Table: joined.Name, Alias: j.Table.Alias, KeyCols: joined.KeyCols, KeyTypes: joined.KeyTypes}}
+		for _, c := range j.On {
+			l, err := tableOf(c.Left, tables)
+			if err != nil {
+				return spec, nil, err
+			}
+			r, err := tableOf(c.Right, tables)
+			if err != nil {
+				return spec, nil, err
+			}
+			if l == r {
+				return spec, nil, errs.New(errs.Validation, "each ON equality must compare a column of %s with a column of %s", from.Alias, joined.Alias)
+			}
+			fc, jc := c.Left.Column, c.Right.Column
+			if l == 1 {
+				fc, jc = jc, fc
+			}
+			spec.Join.On = append(spec.Join.On, JoinOn{From: fc, Joined: jc})
+			need(0, fc)
+			need(1, jc)
+		}
+	}
+	var err error
+	switch {
+	case len(s.GroupBy) > 0:
+		err = compileGrouped(&spec, s, tables, need)
+	case len(tables) == 2:
+		err = compileJoin(&spec, s, tables)
+	default:
+		err = compileProjection(&spec, s, tables)
+	}
+	if err != nil {
+		return spec, nil, err
+	}
+	spec.Source.Needs = needs[0]
+	if spec.Join != nil {
+		spec.Join.Source.Needs = needs[1]
+		for _, on := range spec.Join.On {
+			joinedReads = appendNew(joinedReads, on.Joined)
+			spec.Reads = appendNew(spec.Reads, on.From)
+		}
+		spec.Join.Source.Reads = joinedReads
+	}
+	if err := recordColumnReads(&spec, s, tables); err != nil {
+		return spec, nil, err
+	}
+	return spec, needs, nil
+}
+
+// compileGrouped sets the key and columns of a GROUP BY transform: the
+// GROUP BY expressions, all reading one of the tables, are its key.
+func compileGrouped(spec *Spec, s *grammar.Transform, tables []*Table, need func(int, string)) error {
+	items := s.Select
+	groupSide := -1
+	for _, r := range s.GroupByColumns {
+		i, err := tableOf(r, tables)
+		if err != nil {
+			return err
+		}
+		if groupSide >= 0 && i != groupSide {
+			return errs.New(errs.Validation, "the GROUP BY expressions of a JOIN must all read columns of one of its tables")
+		}
+		groupSide = i
+		need(i, r.Column)
+	}
+	if groupSide < 0 {
+		return errs.New(errs.Validation, "GROUP BY needs at least one column")
+	}
+	spec.GroupJoined = groupSide == 1
+	for _, g := range s.GroupBy {
+		idx := slices.IndexFunc(items, func(it grammar.SelectItem) bool { return it.Expr == g })
+		if idx < 0 {
+			return errs.New(errs.Validation, "GROUP BY expression %s must also be selected, with a name: it is the target's key", g)
+		}
+		spec.Key = append(spec.Key, Column{Name: items[idx].Name, Expr: g})
+	}
+	for _, it := range items {
+		if !slices.ContainsFunc(spec.Key, func(k Column) bool { return k.Name == it.Name }) {
+			spec.Columns = append(spec.Columns, Column{Name: it.Name, Expr: it.Expr})
+		}
+	}
+	return nil
+}
+
+// compileJoin sets the key and columns of a JOIN transform: the target's
+// key is both tables' keys; a selected column that is a key column serves
+// as it, else a column <alias>_<column> is added.
+func compileJoin(spec *Spec, s *grammar.Transform, tables []*Table) error {
+	items := s.Select
+	used := map[int]bool{}
+	for _, t := range tables {
+		for _, k := range t.KeyCols {
+			name := t.Alias + "_" + k
+			idx := slices.IndexFunc(items, func(it grammar.SelectItem) bool { return isColumn(it, t, k, tables) })
+			if idx >= 0 && !used[idx] {
+				used[idx] = true
+				name = items[idx].Name
+			} else if slices.ContainsFunc(items, func(it grammar.SelectItem) bool { return it.Name == name }) {
+				return errs.New(errs.Validation, "column %s is taken: the target needs it for the key column %s.%s; select the key column as it is instead", name, t.Alias, k)
+			}
+			spec.Key = append(spec.Key, Column{Name: name, Expr: ident.Quote(t.Alias) + "." + ident.Quote(k)})
+		}
+	}
+	for i, it := range items {
+		if !used[i] {
+			spec.Columns = append(spec.Columns, Column{Name: it.Name, Expr: it.Expr})
+		}
+	}
+	return nil
+}
+
+// compileProjection sets the columns of a projection, whose key is its
+// source's.
+func compileProjection(spec *Spec, s *grammar.Transform, tables []*Table) error {
+	from := tables[0]
+	for _, it := range s.Select {
+		if slices.Contains(from.KeyCols, it.Name) {
+			if isColumn(it, from, it.Name, tables) {
+				continue // the key column itself: the target has it already
+			}
+			return errs.New(errs.Validation, "column %s is the target's key (the source's primary key column): give the expression another name", it.Name)
+		}
+		spec.Columns = append(spec.Columns, Column{Name: it.Name, Expr: it.Expr})
+	}
+	return nil
+}
+
+// tableOf says which table a column reference belongs to: 0 the FROM
+// table, 1 the joined one.
+func tableOf(ref grammar.ColumnRef, tables []*Table) (int, error) {
+	var found []int
+	for i, t := range tables {
+		if ref.Qualifier != "" && ref.Qualifier != t.Alias && ref.Qualifier != t.Name {
+			continue
+		}
+		if _, ok := t.Columns[ref.Column]; ok {
+			found = append(found, i)
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return 0, errs.New(errs.Validation, "column %s does not exist in the transform's tables", ref.String())
+	}
+	return 0, errs.New(errs.Validation, "column reference %s is ambiguous: qualify it with a table alias", ref.String())
+}
+
+// isColumn reports whether a select item is exactly the given column of a
+// table.
+func isColumn(it grammar.SelectItem, t *Table, col string, tables []*Table) bool {
+	if len(it.Columns) != 1 || it.Columns[0].Column != col {
+		return false
+	}
+	if i, err := tableOf(it.Columns[0], tables); err != nil || tables[i] != t {
+		return false
+	}
+	e := strings.ReplaceAll(it.Expr, `"`, "")
+	return e == col || e == t.Alias+"."+col || e == t.Name+"."+col
+}
+
+// recordColumnReads records which source columns each non-key column
+// reads, and which the rest of the definition does, so that ALTER
+// TRANSFORM can keep Reads exact.
+func recordColumnReads(spec *Spec, s *grammar.Transform, tables []*Table) error {
+	for i, c := range spec.Columns {
+		idx := slices.IndexFunc(s.Select, func(it grammar.SelectItem) bool { return it.Name == c.Name })
+		if idx < 0 {
+			continue
+		}
+		from, joined, err := ColumnReads(s.Select[idx].Columns, tables)
+		if err != nil {
+			return err
+		}
+		spec.Columns[i].Reads, spec.Columns[i].JoinedReads = from, joined
+	}
+	base := append(append([]grammar.ColumnRef(nil), s.WhereColumns...), s.GroupByColumns...)
+	for _, k := range spec.Key {
+		if idx := slices.IndexFunc(s.Select, func(it grammar.SelectItem) bool { return it.Name == k.Name }); idx >= 0 {
+			base = append(base, s.Select[idx].Columns...)
+		}
+	}
+	from, joined, err := ColumnReads(base, tables)
+	if err != nil {
+		return err
+	}
+	for _, k := range spec.Source.KeyCols {
+		from = appendNew(from, k)
+	}
+	if spec.Join != nil {
+		for _, on := range spec.Join.On {
+			from = appendNew(from, on.From)
+			joined = appendNew(joined, on.Joined)
+		}
+		for _, k := range spec.Join.Source.KeyCols {
+			joined = appendNew(joined, k)
+		}
+		spec.Join.BaseReads = joined
+	}
+	spec.BaseReads = from
+	spec.PerColumnReads = true
+	return nil
+}
+
+// ColumnReads splits column references into the FROM table's columns and
+// the joined table's.
+func ColumnReads(refs []grammar.ColumnRef, tables []*Table) (from, joined []string, err error) {
+	for _, r := range refs {
+		i, err := tableOf(r, tables)
+		if err != nil {
+			return nil, nil, err
+		}
+		if i == 0 {
+			from = appendNew(from, r.Column)
+		} else {
+			joined = appendNew(joined, r.Column)
+		}
+	}
+	return from, joined, nil
+}
+
+// AddColumn returns the spec with a column added by ALTER TRANSFORM: its
+// reads assigned to the tables they name, and the definition's Reads
+// widened.
+func AddColumn(spec Spec, item grammar.SelectItem, tables []*Table) (Spec, error) {
+	from, joined, err := ColumnReads(item.Columns, tables)
+	if err != nil {
+		return spec, err
+	}
+	spec.Columns = append(slices.Clone(spec.Columns), Column{Name: item.Name, Expr: item.Expr, Reads: from, JoinedReads: joined})
+	if spec.Join != nil {
+		j := *spec.Join
+		spec.Join = &j
+	}
+	if spec.PerColumnReads {
+		spec.SetReads()
+		return spec, nil
+	}
+	spec.Reads = slices.Clone(spec.Reads)
+	for _, r := range from {
+		spec.Reads = appendNew(spec.Reads, r)
+	}
+	if spec.Join != nil {
+		spec.Join.Source.Reads = slices.Clone(spec.Join.Source.Reads)
+		for _, r := range joined {
+			spec.Join.Source.Reads = appendNew(spec.Join.Source.Reads, r)
+		}
+	}
+	return spec, nil
+}
+
+// DropColumn returns the spec without a column (ALTER TRANSFORM ... DROP
+// COLUMN), its Reads narrowed to what the other columns still read.
+func DropColumn(spec Spec, name string) Spec {
+	spec.Columns = slices.DeleteFunc(slices.Clone(spec.Columns), func(c Column) bool { return c.Name == name })
+	if spec.Join != nil {
+		j := *spec.Join
+		spec.Join = &j
+	}
+	spec.SetReads()
+	return spec
+}
+
+func appendNew(list []string, v string) []string {
+	if slices.Contains(list, v) {
+		return list
+	}
+	return append(list, v)
+}

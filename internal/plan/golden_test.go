@@ -1,0 +1,288 @@
+package plan
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/trellis-pg/trellis/internal/errs"
+	"github.com/trellis-pg/trellis/internal/grammar"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/ from the SQL generated now")
+
+// table describes a source table as the catalog would: "name type"
+// columns, the key's columns named.
+func table(schema, name, alias string, key []string, cols ...string) *Table {
+	t := &Table{Schema: schema, Name: name, Alias: alias, Columns: map[string]string{}}
+	if t.Alias == "" {
+		t.Alias = name
+	}
+	for _, c := range cols {
+		n, typ, _ := strings.Cut(c, " ")
+		t.Columns[n] = typ
+	}
+	for _, k := range key {
+		t.KeyCols, t.KeyTypes = append(t.KeyCols, k), append(t.KeyTypes, t.Columns[k])
+	}
+	return t
+}
+
+var (
+	orders    = []string{"id bigint", "customer_id bigint", "price numeric", "tax numeric", "status text", "region text", "placed_at timestamptz"}
+	customers = []string{"id bigint", "name text", "tier integer"}
+)
+
+// goldenCase is a statement over catalog facts; the types are those
+// PostgreSQL infers for the target's columns (recorded by the engine
+// after it creates the target).
+type goldenCase struct {
+	name   string
+	stmt   string
+	tables []*Table
+	types  map[string]string
+	// alter, when set, are ALTER TRANSFORM statements applied in order.
+	alter []string
+	// paused are columns paused after the definition.
+	paused []string
+}
+
+var goldenCases = []goldenCase{
+	{
+		name:   "projection",
+		stmt:   "TRANSFORM order_totals FROM orders SELECT price + tax AS total WHERE status <> 'cancelled'",
+		tables: []*Table{table("public", "orders", "", []string{"id"}, orders...)},
+		types:  map[string]string{"total": "numeric"},
+	},
+	{
+		name: "projection_composite_key",
+		stmt: `TRANSFORM reports."Lines" FROM app.order_lines AS l SELECT l.order_id AS order_id, upper(l.sku) AS "SKU", l.qty * l.price AS amount`,
+		tables: []*Table{table("app", "order_lines", "l", []string{"order_id", "line"},
+			"order_id bigint", "line integer", "sku text", "qty integer", "price numeric")},
+		types: map[string]string{"SKU": "text", "amount": "numeric"},
+	},
+	{
+		name:   "projection_paused_column",
+		stmt:   "TRANSFORM order_totals FROM orders SELECT price + tax AS total, price / tax AS ratio",
+		tables: []*Table{table("public", "orders", "", []string{"id"}, orders...)},
+		types:  map[string]string{"total": "numeric", "ratio": "numeric"},
+		paused: []string{"ratio"},
+	},
+	{
+		name: "join",
+		stmt: "TRANSFORM order_lines FROM orders o JOIN customers c ON o.customer_id = c.id SELECT o.id AS order_id, c.name AS customer, o.price AS price",
+		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...),
+			table("public", "customers", "c", []string{"id"}, customers...)},
+		types: map[string]string{"order_id": "bigint", "c_id": "bigint", "customer": "text", "price": "numeric"},
+	},
+	{
+		name:   "aggregate",
+		stmt:   "TRANSFORM customer_totals FROM orders SELECT customer_id AS customer_id, sum(price) AS revenue, count(*) AS n WHERE status <> 'cancelled' GROUP BY customer_id",
+		tables: []*Table{table("public", "orders", "", []string{"id"}, orders...)},
+		types:  map[string]string{"customer_id": "bigint", "revenue": "numeric", "n": "bigint"},
+	},
+	{
+		name:   "aggregate_two_keys",
+		stmt:   "TRANSFORM daily FROM orders SELECT region AS region, date_trunc('day', placed_at) AS day, avg(price) AS mean GROUP BY region, date_trunc('day', placed_at)",
+		tables: []*Table{table("public", "orders", "", []string{"id"}, orders...)},
+		types:  map[string]string{"region": "text", "day": "timestamp with time zone", "mean": "numeric"},
+		alter:  []string{"ALTER TRANSFORM daily ADD COLUMN max(tax) AS top_tax"},
+	},
+	{
+		name: "left_join_grouped_by_joined",
+		stmt: "TRANSFORM oj FROM r LEFT JOIN s ON r.i = s.i SELECT s.j AS sj, count(*) AS n GROUP BY s.j",
+		tables: []*Table{table("public", "r", "", []string{"id"}, "id integer", "i integer"),
+			table("public", "s", "", []string{"id"}, "id integer", "i integer", "j text")},
+		types: map[string]string{"sj": "text", "n": "bigint"},
+	},
+	{
+		name: "join_altered",
+		stmt: "TRANSFORM order_lines FROM orders o JOIN customers c ON o.customer_id = c.id SELECT o.id AS order_id, c.name AS customer",
+		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...),
+			table("public", "customers", "c", []string{"id"}, customers...)},
+		types: map[string]string{"order_id": "bigint", "c_id": "bigint", "customer": "text", "tier": "integer", "total": "numeric"},
+		alter: []string{"ALTER TRANSFORM order_lines ADD COLUMN c.tier AS tier",
+			"ALTER TRANSFORM order_lines ADD COLUMN o.price + o.tax AS total",
+			"ALTER TRANSFORM order_lines DROP COLUMN customer"},
+	},
+}
+
+// render compiles a case and prints the spec and every statement its plan
+// generates, section by section.
+func render(t *testing.T, c goldenCase) string {
+	t.Helper()
+	st, err := grammar.Parse(c.stmt)
+	require.NoError(t, err)
+	tr := st.(*grammar.Transform)
+	spec, needs, err := Compile(tr, c.tables)
+	require.NoError(t, err)
+	for _, a := range c.alter {
+		st, err := grammar.Parse(a)
+		require.NoError(t, err)
+		alt := st.(*grammar.Alter)
+		if alt.Action == grammar.AlterAddColumn {
+			spec, err = AddColumn(spec, alt.Column, c.tables)
+			require.NoError(t, err)
+		} else {
+			spec = DropColumn(spec, alt.Column.Name)
+		}
+	}
+	for i := range spec.Key {
+		spec.Key[i].Type = c.types[spec.Key[i].Name]
+	}
+	for i := range spec.Columns {
+		spec.Columns[i].Type = c.types[spec.Columns[i].Name]
+		for _, p := range c.paused {
+			if spec.Columns[i].Name == p {
+				spec.Columns[i].Paused = true
+			}
+		}
+	}
+	spec.Source.ID = 1
+	if spec.Join != nil {
+		spec.Join.Source.ID = 2
+	}
+	pl := &Plan{Target: Target{Schema: "public", Name: tr.Target.Name}, Spec: spec}
+	if tr.Target.Schema != "" {
+		pl.Target.Schema = tr.Target.Schema
+	}
+
+	var b strings.Builder
+	section := func(name string, sql ...string) {
+		fmt.Fprintf(&b, "-- %s\n", name)
+		for _, s := range sql {
+			b.WriteString(s)
+			b.WriteString("\n")
+		}
+		b.WriteString("\n")
+	}
+	section("statement", append([]string{c.stmt}, c.alter...)...)
+	js, err := json.MarshalIndent(spec, "", "  ")
+	require.NoError(t, err)
+	section("spec", string(js))
+	nj, err := json.Marshal(needs)
+	require.NoError(t, err)
+	section("captured old values (per table)", string(nj))
+	section("KeyNames", strings.Join(pl.KeyNames(), ", "))
+	changes := func(tbl *Table, src Source) Changes {
+		ch := Changes{Source: src, CapCols: src.Needs}
+		for _, n := range src.Needs {
+			ch.CapTypes = append(ch.CapTypes, tbl.Columns[n])
+		}
+		return ch
+	}
+	if pl.Kind() == KindProjection {
+		section("Recount", pl.Recount())
+		section("CreateTarget", pl.CreateTarget())
+		section("Recompute", pl.Recompute(false))
+		section("Recompute upTo", pl.Recompute(true))
+		section("Resync", pl.Resync(false))
+		section("Resync upTo", pl.Resync(true))
+		section("InsertAll", pl.InsertAll())
+		section("BuildBound first", pl.BuildBound(true, 1000))
+		section("BuildBound", pl.BuildBound(false, 1000))
+		section("BuildPage initial", pl.BuildPage(true, true, false))
+		section("BuildPage rebuild", pl.BuildPage(true, true, true))
+		section("BuildPageKeys", pl.BuildPageKeys(true, true, true))
+		section("BuildPageNext", pl.BuildPageNext(true, 1000))
+		section("EvalKeys", pl.EvalKeys(false, false))
+	} else {
+		section("CreateShapeTarget", pl.CreateShapeTarget())
+		section("ShapeResync", pl.ShapeResync()...)
+		section("ShapeKeys", pl.ShapeKeys())
+		if pl.Kind() == KindJoin {
+			section("RecomputeJoinKeys", pl.RecomputeJoinKeys()...)
+		} else {
+			section("RecomputeGroups", pl.RecomputeGroups(false)...)
+			section("RecomputeGroups with NULLs", pl.RecomputeGroups(true)...)
+		}
+		section("EvalKeys", pl.EvalKeys(false, true))
+		section("AffectedQueries from", pl.AffectedQueries(changes(c.tables[0], spec.Source), true, false, 64)...)
+		if spec.Join != nil {
+			section("AffectedQueries joined", pl.AffectedQueries(changes(c.tables[1], spec.Join.Source), false, true, 64)...)
+		}
+	}
+	names, types := pl.CheckUnit()
+	section("CheckUnit", strings.Join(names, ", "), strings.Join(types, ", "))
+	if pl.CheckPaged() {
+		section("CheckPage", pl.CheckPage(true, true))
+	} else {
+		section("CheckPage", pl.CheckPage(false, false))
+	}
+	return b.String()
+}
+
+// TestGolden compares the SQL generated for each case with its golden
+// file under testdata/; go test -run TestGolden -update rewrites them, so
+// a change to generated SQL shows in review.
+func TestGolden(t *testing.T) {
+	t.Parallel()
+	for _, c := range goldenCases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			got := render(t, c)
+			path := filepath.Join("testdata", c.name+".golden")
+			if *update {
+				require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+				return
+			}
+			want, err := os.ReadFile(path)
+			require.NoError(t, err, "no golden file: run go test ./internal/plan -run TestGolden -update")
+			require.Equal(t, string(want), got, "generated SQL changed: if intended, run go test ./internal/plan -run TestGolden -update and review the diff")
+		})
+	}
+}
+
+// TestGoldenFilesHaveCases keeps testdata/ free of golden files no case
+// writes (a renamed case would leave its old file unchecked).
+func TestGoldenFilesHaveCases(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob(filepath.Join("testdata", "*.golden"))
+	require.NoError(t, err)
+	names := map[string]bool{}
+	for _, c := range goldenCases {
+		names[c.name+".golden"] = true
+	}
+	for _, f := range files {
+		require.True(t, names[filepath.Base(f)], "%s belongs to no case in goldenCases", f)
+	}
+}
+
+// TestCompileRefuses checks the rules compilation applies with the
+// catalog facts: each statement parses, and Compile refuses it.
+func TestCompileRefuses(t *testing.T) {
+	t.Parallel()
+	o := table("public", "orders", "o", []string{"id"}, orders...)
+	c := table("public", "customers", "c", []string{"id"}, customers...)
+	cases := []struct {
+		stmt   string
+		tables []*Table
+		msg    string
+	}{
+		{"TRANSFORM t FROM orders o SELECT nope AS x", []*Table{o}, "column nope does not exist"},
+		{"TRANSFORM t FROM orders o JOIN customers c ON o.customer_id = c.id SELECT id AS x", []*Table{o, c}, "column reference id is ambiguous"},
+		{"TRANSFORM t FROM orders o JOIN customers c ON o.id = o.customer_id SELECT o.price AS p", []*Table{o, c}, "each ON equality must compare a column of o with a column of c"},
+		{"TRANSFORM t FROM orders o JOIN customers c ON o.customer_id = c.id SELECT o.region AS r, c.name AS n, count(*) AS k GROUP BY o.region, c.name", []*Table{o, c}, "must all read columns of one of its tables"},
+		{"TRANSFORM t FROM orders o SELECT price + 1 AS id", []*Table{o}, "column id is the target's key"},
+		{"TRANSFORM t FROM orders o JOIN customers c ON o.customer_id = c.id SELECT c.name AS o_id", []*Table{o, c}, "column o_id is taken"},
+		{"TRANSFORM t FROM orders o SELECT lower('x') AS g, count(*) AS n GROUP BY lower('x')", []*Table{o}, "GROUP BY needs at least one column"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.stmt, func(t *testing.T) {
+			t.Parallel()
+			st, err := grammar.Parse(tc.stmt)
+			require.NoError(t, err)
+			_, _, err = Compile(st.(*grammar.Transform), tc.tables)
+			var e *errs.Error
+			require.ErrorAs(t, err, &e)
+			require.Equal(t, errs.Validation, e.Code)
+			require.Contains(t, e.Msg, tc.msg)
+		})
+	}
+}
