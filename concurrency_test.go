@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -125,7 +126,7 @@ var errRollback = fmt.Errorf("deliberate rollback")
 
 func isExpectedWriteConflict(err error) bool {
 	s := err.Error()
-	for _, code := range []string{"23505", "40P01", "40001"} {
+	for _, code := range []string{pgerrcode.UniqueViolation, pgerrcode.DeadlockDetected, pgerrcode.SerializationFailure} {
 		if contains(s, code) {
 			return true
 		}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/stretchr/testify/require"
 
 	"github.com/trellis-pg/trellis"
@@ -47,7 +48,7 @@ func TestDrainFailureReportedAndCleared(t *testing.T) {
 	require.Equal(t, []string{"public.src"}, f.Tables)
 	require.Contains(t, f.Error, "copy is read-only")
 	require.NotNil(t, f.SQLState)
-	require.Equal(t, "P0001", *f.SQLState)
+	require.Equal(t, pgerrcode.RaiseException, *f.SQLState)
 	require.Positive(t, f.SegSeq)
 	require.False(t, f.Since.After(f.LastSeen))
 	require.Equal(t, trellis.StateLive, st.State, "nothing is paused for it")
@@ -83,7 +84,7 @@ func TestDrainFailureOnLockHeld(t *testing.T) {
 
 	st := e.waitDrainFailure(c, "copy", func(f *trellis.DrainFailure) bool { return f != nil })
 	require.NotNil(t, st.DrainFailure.SQLState)
-	require.Equal(t, "55P03", *st.DrainFailure.SQLState)
+	require.Equal(t, pgerrcode.LockNotAvailable, *st.DrainFailure.SQLState)
 	require.Equal(t, []string{"public.src"}, st.DrainFailure.Tables)
 
 	require.NoError(t, holder.Rollback(e.ctx))

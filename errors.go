@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/trellis-pg/trellis/internal/errs"
 	"github.com/trellis-pg/trellis/internal/grammar"
+	"github.com/trellis-pg/trellis/internal/pgerr"
 )
 
 // Error is the error every Trellis call returns: a stable Code and a message
@@ -69,13 +71,15 @@ func translate(ctx context.Context, op string, err error) error {
 	if errors.As(err, &pe) {
 		code := CodeInternal
 		switch {
-		case pe.Code == "57014" || pe.Code == "55P03":
+		case pgerr.Is(pe, pgerrcode.QueryCanceled, pgerrcode.LockNotAvailable):
 			code = CodeTimeout
-		case pe.Code == "40001" || pe.Code == "40P01" || pe.Code[:2] == "23":
+		case pgerr.Is(pe, pgerrcode.SerializationFailure, pgerrcode.DeadlockDetected) ||
+			pgerr.InClass(pe.Code, pgerrcode.IntegrityConstraintViolation):
 			code = CodeConflict
-		case pe.Code[:2] == "42" || pe.Code[:2] == "22":
+		case pgerr.InClass(pe.Code, pgerrcode.SyntaxErrorOrAccessRuleViolation, pgerrcode.DataException):
 			code = CodeValidation
-		case pe.Code[:2] == "08" || pe.Code[:2] == "28" || pe.Code[:2] == "57" || pe.Code == "3D000" || pe.Code == "53300":
+		case pgerr.InClass(pe.Code, pgerrcode.ConnectionException, pgerrcode.InvalidAuthorizationSpecification, pgerrcode.OperatorIntervention) ||
+			pgerr.Is(pe, pgerrcode.InvalidCatalogName, pgerrcode.TooManyConnections):
 			code = CodeUnavailable
 		}
 		if code == CodeTimeout && ctx.Err() == nil {

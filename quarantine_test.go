@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/stretchr/testify/require"
 
 	"github.com/trellis-pg/trellis"
@@ -59,7 +60,7 @@ func TestColumnQuarantine(t *testing.T) {
 
 	q := e.waitQuarantine(c, "ratios.ratio", func(q trellis.QuarantineEntry) bool { return q.State == trellis.StatePaused })
 	require.Contains(t, q.Error, "division by zero")
-	require.Equal(t, "22012", q.SQLState)
+	require.Equal(t, pgerrcode.DivisionByZero, q.SQLState)
 	require.EqualValues(t, 4, q.Rows)
 	require.Contains(t, q.Reason, "RESUME TRANSFORM ratios.ratio")
 	st, err := c.Status(e.ctx, "ratios")

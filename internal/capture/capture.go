@@ -6,18 +6,18 @@ package capture
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/trellis-pg/trellis/internal/ident"
 	"github.com/trellis-pg/trellis/internal/ledger"
+	"github.com/trellis-pg/trellis/internal/pgerr"
 )
 
 // Source is what capture needs to know about a source table.
@@ -278,8 +278,7 @@ ORDER BY a.pid`, table)
 
 // IsLockTimeout reports whether err is PostgreSQL's lock_not_available.
 func IsLockTimeout(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "55P03"
+	return pgerr.Is(err, pgerrcode.LockNotAvailable)
 }
 
 // Install creates (or re-creates) a source's capture function and triggers

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,6 +25,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/ledger"
 	"github.com/trellis-pg/trellis/internal/metrics"
+	"github.com/trellis-pg/trellis/internal/pgerr"
 	"github.com/trellis-pg/trellis/internal/plan"
 )
 
@@ -235,7 +237,7 @@ func (w *Worker) halt(ctx context.Context, cause error) bool {
 	switch {
 	case errors.As(cause, &se):
 		msg = fmt.Sprintf("applying changes to %s stopped: %s; reading its source fails on a row whatever the changed keys (a GROUP BY or JOIN expression raises on it). Fix the row, then RESUME", te.t.Target, pe.Message)
-	case len(pe.Code) >= 2 && pe.Code[:2] == "42":
+	case pgerr.InClass(pe.Code, pgerrcode.SyntaxErrorOrAccessRuleViolation):
 		msg = fmt.Sprintf("applying changes to %s stopped: %s; the target was changed outside Trellis (fix it, or DROP TRANSFORM and define it again), then RESUME", te.t.Target, pe.Message)
 	default:
 		return false

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/grammar"
 	"github.com/trellis-pg/trellis/internal/ident"
 	"github.com/trellis-pg/trellis/internal/ledger"
+	"github.com/trellis-pg/trellis/internal/pgerr"
 	"github.com/trellis-pg/trellis/internal/plan"
 )
 
@@ -35,20 +37,18 @@ import (
 // constraint, a function that raised. Anything else (a lock timeout, a
 // missing object, a lost connection) is the page's, not a row's.
 func RowError(err error) bool {
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || len(pe.Code) != 5 {
-		return false
-	}
-	switch pe.Code[:2] {
-	case "21", "22", "23", "2F", "38", "39", "44", "P0":
-		return true
-	}
-	return pe.Code == "54000"
+	// The same classes as the catalog's apply function (migration 0001).
+	return pgerr.InClass(pgerr.Code(err), pgerrcode.CardinalityViolation, pgerrcode.DataException,
+		pgerrcode.IntegrityConstraintViolation, pgerrcode.SQLRoutineException, pgerrcode.ExternalRoutineException,
+		pgerrcode.ExternalRoutineInvocationException, pgerrcode.WithCheckOptionViolation, pgerrcode.PLpgSQLError) ||
+		pgerr.Is(err, pgerrcode.ProgramLimitExceeded)
 }
 
 // constraintState reports whether a SQLSTATE is an integrity constraint
 // violation: the write's fault, never a column expression's.
-func constraintState(state string) bool { return strings.HasPrefix(state, "23") }
+func constraintState(state string) bool {
+	return pgerr.InClass(state, pgerrcode.IntegrityConstraintViolation)
+}
 
 // RenderKey renders a key's values the way the quarantine reports them,
 // one rendering per key: one value as itself, several as a row ("(a,b)");

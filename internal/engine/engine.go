@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,6 +25,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/grammar"
 	"github.com/trellis-pg/trellis/internal/ident"
 	"github.com/trellis-pg/trellis/internal/ledger"
+	"github.com/trellis-pg/trellis/internal/pgerr"
 	"github.com/trellis-pg/trellis/internal/plan"
 )
 
@@ -102,8 +104,8 @@ func (e *Engine) notifyStaging(ctx context.Context, tx pgx.Tx) error {
 func pgValidation(err error, format string, args ...any) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		class := pe.Code[:2]
-		if class == "42" || class == "22" || class == "3F" || class == "2B" {
+		if pgerr.InClass(pe.Code, pgerrcode.SyntaxErrorOrAccessRuleViolation, pgerrcode.DataException,
+			pgerrcode.InvalidSchemaName, pgerrcode.DependentPrivilegeDescriptorsStillExist) {
 			return &errs.Error{Code: errs.Validation, Msg: fmt.Sprintf(format, args...) + ": " + pe.Message, Err: err}
 		}
 	}

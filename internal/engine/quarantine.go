@@ -8,14 +8,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/drain"
 	"github.com/trellis-pg/trellis/internal/errs"
 	"github.com/trellis-pg/trellis/internal/grammar"
 	"github.com/trellis-pg/trellis/internal/ledger"
+	"github.com/trellis-pg/trellis/internal/pgerr"
 	"github.com/trellis-pg/trellis/internal/plan"
 )
 
@@ -369,8 +370,7 @@ const releaseInline = 5000
 
 // lockTimeout turns a lock timeout into CodeTimeout.
 func lockTimeout(err error, what string) error {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "55P03" {
+	if pgerr.Is(err, pgerrcode.LockNotAvailable) {
 		return errs.New(errs.Timeout, "%s took longer than the lock timeout; nothing changed, try again", what)
 	}
 	return err

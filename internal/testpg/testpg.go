@@ -35,6 +35,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -474,7 +475,7 @@ func adminExec(ctx context.Context, adminURL, sql string) error {
 // isDuplicateDatabase reports whether err is PostgreSQL's duplicate_database.
 func isDuplicateDatabase(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "42P04"
+	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.DuplicateDatabase
 }
 
 // findBinaries locates initdb and postgres: on PATH first, then in

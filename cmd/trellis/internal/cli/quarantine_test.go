@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/stretchr/testify/require"
 
 	"github.com/trellis-pg/trellis"
@@ -76,7 +77,7 @@ INSERT INTO items SELECT g, g, 1 FROM generate_series(1, 20) g`)
 	require.Equal(t, "r.ratio", entries[0]["target"])
 	require.Equal(t, "paused", entries[0]["state"])
 	require.EqualValues(t, 2, entries[0]["rows"])
-	require.Equal(t, "22012", entries[0]["sqlstate"])
+	require.Equal(t, pgerrcode.DivisionByZero, entries[0]["sqlstate"])
 	require.Nil(t, entries[0]["held_keys"])
 	require.Equal(t, "r2", entries[1]["target"])
 	require.Equal(t, "live", entries[1]["state"])

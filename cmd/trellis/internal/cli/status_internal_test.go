@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/stretchr/testify/require"
 
 	"github.com/trellis-pg/trellis"
@@ -18,7 +19,7 @@ func TestStatusFixes(t *testing.T) {
 	g := &globals{targetSchema: "public"}
 	at := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
 	now := at.Add(time.Hour)
-	state := "23514"
+	state := pgerrcode.CheckViolation
 	render := func(st *trellis.Status, cols []trellis.QuarantineEntry, held []trellis.PoisonSample) string {
 		st.Target, st.Since, st.Statement = "public.t", at, "TRANSFORM t FROM src SELECT a AS a"
 		if st.State == "" {
