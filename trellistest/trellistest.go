@@ -1,7 +1,16 @@
 // Package trellistest helps the test suites of applications that use
-// Trellis: after loading fixtures or bulk data with triggers disabled, it
-// resumes the transforms whose capture that disrupted and waits until their
-// targets have caught up.
+// Trellis:
+//
+//   - NewDatabase gives each test a fresh, empty database on a throwaway
+//     PostgreSQL server (or on the server TRELLIS_TEST_DATABASE_URL names),
+//     dropped when the test ends;
+//   - AwaitLive waits until a transform's target is built, and says what it
+//     waits on when it is not;
+//   - Converge waits until every write committed so far has reached the
+//     targets, so a test can assert on them;
+//   - ResumeCaptureDisruptions, after fixtures or bulk data were loaded with
+//     triggers disabled, resumes the transforms whose capture that disrupted
+//     and waits until their targets have caught up.
 package trellistest
 
 import (
