@@ -92,12 +92,12 @@ func (c *Client) SelfCheckJob(ctx context.Context, id int64) (*SelfCheckJob, err
 }
 
 // startSelfCheckRunner runs self-check jobs in a client with drain workers.
-func (c *Client) startSelfCheckRunner() {
+func (c *Client) startSelfCheckRunner(l *ledger.Ledger) {
 	if c.opts.DrainWorkers == 0 {
 		return
 	}
 	r := &selfcheck.Runner{Pool: c.work, Cat: c.cat, Logger: c.logger.With("service", "self_check"),
-		Ledger:       &ledger.Ledger{Pool: c.work, Cat: c.cat},
+		Ledger:       l,
 		PollInterval: max(c.opts.PollInterval, 100*time.Millisecond)}
 	c.wg.Add(1)
 	go func() { defer c.wg.Done(); r.Run(c.closeCtx) }()

@@ -174,21 +174,22 @@ func (c *Client) startWorkers(ctx context.Context, names capture.Names) error {
 	c.wg.Add(1)
 	go func() { defer c.wg.Done(); c.bus.run(c.closeCtx) }()
 
+	lw := &ledger.Ledger{Pool: c.work, Cat: c.cat} // the workers' ledger
 	if c.opts.Staging {
 		w := &staging.Worker{Pool: c.work, Cat: c.cat, Names: names, Logger: c.logger.With("service", "staging"),
-			Wake: c.bus.staging, PollInterval: max(c.opts.PollInterval, 250*time.Millisecond), Metrics: c.metrics,
+			Wake: c.bus.staging, PollInterval: max(c.opts.PollInterval, 250*time.Millisecond), Metrics: c.metrics, Ledger: lw,
 			Drain: &drain.Engine{Pool: c.work, Cat: c.cat, Logger: c.logger.With("service", "staging"), Metrics: c.metrics}}
 		c.wg.Add(1)
 		go func() { defer c.wg.Done(); c.runStaging(w) }()
 	}
 	de := &drain.Engine{Pool: c.work, Cat: c.cat, Logger: c.logger.With("service", "drain"), PollInterval: c.opts.PollInterval, Metrics: c.metrics,
-		Ledger: &ledger.Ledger{Pool: c.work, Cat: c.cat}}
+		Ledger: lw}
 	for i := 0; i < c.opts.DrainWorkers; i++ {
 		w := de.NewWorker(i, c.bus.subscribe())
 		c.wg.Add(1)
 		go func() { defer c.wg.Done(); w.Run(c.closeCtx) }()
 	}
-	c.startSelfCheckRunner()
+	c.startSelfCheckRunner(lw)
 	return nil
 }
 

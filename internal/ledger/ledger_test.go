@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -189,4 +190,75 @@ func TestConvergedOnlyWaitsForItsSources(t *testing.T) {
 	fr, err := f.l.DrainedFrontier(f.ctx, f.pool)
 	require.NoError(t, err)
 	require.Equal(t, ps[0].Cut, fr.Cut, "the frontier stops before the pending page")
+}
+
+func (f *fixture) ring(t *testing.T) int {
+	t.Helper()
+	var cur int
+	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT cur FROM trellis.ring`).Scan(&cur))
+	return cur
+}
+
+func (f *fixture) segmentRows(t *testing.T, seg int) int {
+	t.Helper()
+	var n int
+	require.NoError(t, f.pool.QueryRow(f.ctx, fmt.Sprintf(`SELECT count(*) FROM trellis.ledger_%d`, seg)).Scan(&n))
+	return n
+}
+
+func TestMaintainRotatesAndReclaimsDrainedSegments(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	age := func() {
+		t.Helper()
+		_, err := f.pool.Exec(f.ctx, `UPDATE trellis.ring SET rotated_at = now() - interval '1 minute'`)
+		require.NoError(t, err)
+	}
+
+	// A young segment is not rotated; an old one with rows is.
+	f.appendRows(t, f.pool, 1, 0, 100)
+	require.NoError(t, f.l.Maintain(f.ctx))
+	require.Equal(t, 0, f.ring(t))
+	age()
+	require.NoError(t, f.l.Maintain(f.ctx))
+	require.Equal(t, 1, f.ring(t), "writers moved on to segment 1")
+
+	// Segment 0's rows are not drained yet: it stays.
+	require.NoError(t, f.l.Maintain(f.ctx))
+	require.Equal(t, 100, f.segmentRows(t, 0))
+
+	// Drained, but a writer still holds the segment: the reclaim gives way.
+	_, err := f.l.Cut(f.ctx, true)
+	require.NoError(t, err)
+	ps := f.pages(t)
+	require.Len(t, ps, 1)
+	f.finish(t, ps[0].Cut)
+	writer, err := f.pool.Begin(f.ctx)
+	require.NoError(t, err)
+	defer func() { _ = writer.Rollback(context.WithoutCancel(f.ctx)) }()
+	_, err = writer.Exec(f.ctx, `LOCK TABLE trellis.ledger_0 IN ROW EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	require.NoError(t, f.l.Maintain(f.ctx))
+	require.Equal(t, 100, f.segmentRows(t, 0))
+
+	// Once the writer is gone, the segment is reclaimed and the finished
+	// pages and the cuts before the frontier are pruned.
+	require.NoError(t, writer.Rollback(f.ctx))
+	require.NoError(t, f.l.Maintain(f.ctx))
+	require.Zero(t, f.segmentRows(t, 0))
+	require.Empty(t, f.pages(t))
+	require.Equal(t, 1, f.cuts(t), "the frontier's cut stays")
+
+	// Rows in the current segment and an empty next one: rotation goes on
+	// round the ring; a next segment still holding rows is not rotated into.
+	f.appendRows(t, f.pool, 1, 0, 10)
+	age()
+	require.NoError(t, f.l.Maintain(f.ctx))
+	require.Equal(t, 2, f.ring(t))
+	_, err = f.pool.Exec(f.ctx, `INSERT INTO trellis.ledger (seg, src, bucket, key) VALUES (3, 1, 0, '{x}')`)
+	require.NoError(t, err)
+	f.appendRows(t, f.pool, 1, 0, 10)
+	age()
+	require.NoError(t, f.l.Maintain(f.ctx))
+	require.Equal(t, 2, f.ring(t), "segment 3 still holds rows")
 }

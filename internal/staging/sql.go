@@ -159,21 +159,6 @@ VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (source_id) DO UPDATE SET blockers = EXCLUDED.blockers, operation = EXCLUDED.operation`
 	sqlWaitDone = `DELETE FROM %[1]s.capture_waits WHERE source_id = $1`
 
-	// Ring maintenance.
-	sqlRing = `SELECT cur, nsegs, extract(epoch FROM clock_timestamp() - rotated_at) FROM %[1]s.ring`
-	// The drained frontier: the newest cut whose pages, and all older ones, are done.
-	sqlFrontier = `
-SELECT n, snap::text FROM %[1]s.cuts
-WHERE n <= coalesce((SELECT min(cut) - 1 FROM %[1]s.pages WHERE NOT done), (SELECT max(n) FROM %[1]s.cuts))
-ORDER BY n DESC LIMIT 1`
-	sqlSegmentHasRows   = `SELECT EXISTS (SELECT 1 FROM %[1]s.%[2]s)`
-	sqlSegmentUndrained = `SELECT EXISTS (SELECT 1 FROM %[1]s.%[2]s WHERE NOT pg_visible_in_snapshot(xid, $1::pg_snapshot))`
-	sqlLockSegment      = `LOCK TABLE %[1]s.%[2]s IN ACCESS EXCLUSIVE MODE`
-	sqlTruncateSegment  = `TRUNCATE %[1]s.%[2]s`
-	sqlRotate           = `UPDATE %[1]s.ring SET cur = $1, rotated_at = clock_timestamp() WHERE cur = $2`
-	sqlPrunePages       = `DELETE FROM %[1]s.pages WHERE done AND cut <= $1`
-	sqlPruneCuts        = `DELETE FROM %[1]s.cuts WHERE n < $1`
-
 	// Whether a source is small enough to build in one statement (a plain
 	// table at most $5 rows by PostgreSQL's estimate, -1 when never
 	// analysed, and at most $6 bytes), and the name of the target's primary

@@ -1,8 +1,7 @@
 // Package staging is the staging worker: exactly one per instance. It
 // installs and removes capture on source tables, runs the key-ordered builds
-// (backfills) of new and rebuilt transforms, and keeps the ledger's ring of
-// segments turning: rotating the current segment and reclaiming drained
-// ones with TRUNCATE.
+// (backfills) of new and rebuilt transforms, and has the ledger rotate and
+// reclaim its ring of segments (package ledger).
 package staging
 
 import (
@@ -29,10 +28,8 @@ import (
 
 // Defaults for the worker's cadence.
 const (
-	BuildPageRows   = 50000
-	RotateEvery     = 2 * time.Second
-	MaintainEvery   = 500 * time.Millisecond
-	SegmentLockWait = 10 * time.Millisecond
+	BuildPageRows = 50000
+	MaintainEvery = 500 * time.Millisecond
 )
 
 // Worker is the staging worker of one instance.
@@ -44,6 +41,8 @@ type Worker struct {
 	Wake   <-chan struct{}
 	// PollInterval is how often the worker looks for work without a wake-up.
 	PollInterval time.Duration
+	// Ledger is the ring the worker keeps turning.
+	Ledger *ledger.Ledger
 	// Drain re-derives, key by key, a build page on which a row failed.
 	Drain *drain.Engine
 	// Metrics counts builds and disruptions and samples the instance's
@@ -110,7 +109,7 @@ func (w *Worker) Pass(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	if time.Since(w.lastMaintain) >= MaintainEvery {
-		if err := w.maintainRing(ctx); err != nil {
+		if err := w.Ledger.Maintain(ctx); err != nil {
 			return busy, err
 		}
 		w.lastMaintain = time.Now()
@@ -565,82 +564,4 @@ func (w *Worker) detectDisruptions(ctx context.Context) error {
 		firstErr = cmp.Or(firstErr, err)
 	}
 	return firstErr
-}
-
-// maintainRing rotates the current segment, reclaims drained segments and
-// prunes finished pages and cuts.
-func (w *Worker) maintainRing(ctx context.Context) error {
-	var cur, nsegs int
-	var age float64
-	if err := w.Pool.QueryRow(ctx, w.Cat.SQL(sqlRing)).Scan(&cur, &nsegs, &age); err != nil {
-		return fmt.Errorf("reading the ring: %w", err)
-	}
-	var frontierN int64
-	var frontier string
-	if err := w.Pool.QueryRow(ctx, w.Cat.SQL(sqlFrontier)).Scan(&frontierN, &frontier); err != nil {
-		return fmt.Errorf("reading the drained frontier: %w", err)
-	}
-	for seg := 0; seg < nsegs; seg++ {
-		if seg == cur {
-			continue
-		}
-		if err := w.reclaim(ctx, seg, frontier); err != nil {
-			return err
-		}
-	}
-	next := (cur + 1) % nsegs
-	if age >= RotateEvery.Seconds() {
-		segName := fmt.Sprintf("ledger_%d", cur)
-		nextName := fmt.Sprintf("ledger_%d", next)
-		var curRows, nextRows bool
-		if err := w.Pool.QueryRow(ctx, fmt.Sprintf(sqlSegmentHasRows, w.Cat.Q(), ident.Quote(segName))).Scan(&curRows); err != nil {
-			return err
-		}
-		if err := w.Pool.QueryRow(ctx, fmt.Sprintf(sqlSegmentHasRows, w.Cat.Q(), ident.Quote(nextName))).Scan(&nextRows); err != nil {
-			return err
-		}
-		if curRows && !nextRows {
-			if _, err := w.Pool.Exec(ctx, w.Cat.SQL(sqlRotate), next, cur); err != nil {
-				return fmt.Errorf("rotating the ledger: %w", err)
-			}
-		}
-	}
-	if _, err := w.Pool.Exec(ctx, w.Cat.SQL(sqlPrunePages), frontierN); err != nil {
-		return err
-	}
-	_, err := w.Pool.Exec(ctx, w.Cat.SQL(sqlPruneCuts), frontierN)
-	return err
-}
-
-// reclaim truncates a segment once every row in it is drained. It holds
-// the segment's lock only briefly and gives up at once if writers hold it.
-func (w *Worker) reclaim(ctx context.Context, seg int, frontier string) error {
-	name := ident.Quote(fmt.Sprintf("ledger_%d", seg))
-	var has bool
-	if err := w.Pool.QueryRow(ctx, fmt.Sprintf(sqlSegmentHasRows, w.Cat.Q(), name)).Scan(&has); err != nil || !has {
-		return err
-	}
-	err := pgx.BeginFunc(ctx, w.Pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = '%dms'", SegmentLockWait.Milliseconds())); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, fmt.Sprintf(sqlLockSegment, w.Cat.Q(), name)); err != nil {
-			return err
-		}
-		var cur, nsegs int
-		var age float64
-		if err := tx.QueryRow(ctx, w.Cat.SQL(sqlRing)).Scan(&cur, &nsegs, &age); err != nil || cur == seg {
-			return err
-		}
-		var undrained bool
-		if err := tx.QueryRow(ctx, fmt.Sprintf(sqlSegmentUndrained, w.Cat.Q(), name), frontier).Scan(&undrained); err != nil || undrained {
-			return err
-		}
-		_, err := tx.Exec(ctx, fmt.Sprintf(sqlTruncateSegment, w.Cat.Q(), name))
-		return err
-	})
-	if capture.IsLockTimeout(err) {
-		return nil
-	}
-	return err
 }

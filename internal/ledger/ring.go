@@ -1,0 +1,108 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/trellis-pg/trellis/internal/ident"
+)
+
+// Ring upkeep.
+const (
+	// RotateEvery is the least age of the current segment before writers
+	// are moved on to the next one (if it holds rows and the next is empty).
+	RotateEvery = 2 * time.Second
+	// SegmentLockWait is how long a reclaim waits for a segment's lock:
+	// writers hold it, and a reclaim gives way to them.
+	SegmentLockWait = 10 * time.Millisecond
+)
+
+// Maintain rotates the current segment, reclaims drained segments and
+// prunes finished pages and cuts.
+func (l *Ledger) Maintain(ctx context.Context) error {
+	var cur, nsegs int
+	var age float64
+	if err := l.Pool.QueryRow(ctx, l.Cat.SQL(sqlRing)).Scan(&cur, &nsegs, &age); err != nil {
+		return fmt.Errorf("reading the ring: %w", err)
+	}
+	frontier, err := l.DrainedFrontier(ctx, l.Pool)
+	if err != nil {
+		return fmt.Errorf("reading the drained frontier: %w", err)
+	}
+	for seg := 0; seg < nsegs; seg++ {
+		if seg == cur {
+			continue
+		}
+		if err := l.reclaim(ctx, seg, frontier.Snap); err != nil {
+			return err
+		}
+	}
+	next := (cur + 1) % nsegs
+	if age >= RotateEvery.Seconds() {
+		var curRows, nextRows bool
+		if err := l.Pool.QueryRow(ctx, fmt.Sprintf(sqlSegmentHasRows, l.Cat.Q(), segment(cur))).Scan(&curRows); err != nil {
+			return err
+		}
+		if err := l.Pool.QueryRow(ctx, fmt.Sprintf(sqlSegmentHasRows, l.Cat.Q(), segment(next))).Scan(&nextRows); err != nil {
+			return err
+		}
+		if curRows && !nextRows {
+			if _, err := l.Pool.Exec(ctx, l.Cat.SQL(sqlRotate), next, cur); err != nil {
+				return fmt.Errorf("rotating the ledger: %w", err)
+			}
+		}
+	}
+	if _, err := l.Pool.Exec(ctx, l.Cat.SQL(sqlPrunePages), frontier.Cut); err != nil {
+		return err
+	}
+	_, err = l.Pool.Exec(ctx, l.Cat.SQL(sqlPruneCuts), frontier.Cut)
+	return err
+}
+
+// reclaim truncates a segment once every row in it is drained. It holds
+// the segment's lock only briefly and gives up at once if writers hold it.
+func (l *Ledger) reclaim(ctx context.Context, seg int, frontier string) error {
+	name := segment(seg)
+	var has bool
+	if err := l.Pool.QueryRow(ctx, fmt.Sprintf(sqlSegmentHasRows, l.Cat.Q(), name)).Scan(&has); err != nil || !has {
+		return err
+	}
+	err := pgx.BeginFunc(ctx, l.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = '%dms'", SegmentLockWait.Milliseconds())); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, fmt.Sprintf(sqlLockSegment, l.Cat.Q(), name)); err != nil {
+			return err
+		}
+		var cur, nsegs int
+		var age float64
+		if err := tx.QueryRow(ctx, l.Cat.SQL(sqlRing)).Scan(&cur, &nsegs, &age); err != nil || cur == seg {
+			return err
+		}
+		var undrained bool
+		if err := tx.QueryRow(ctx, fmt.Sprintf(sqlSegmentUndrained, l.Cat.Q(), name), frontier).Scan(&undrained); err != nil || undrained {
+			return err
+		}
+		_, err := tx.Exec(ctx, fmt.Sprintf(sqlTruncateSegment, l.Cat.Q(), name))
+		return err
+	})
+	if lockNotAvailable(err) {
+		return nil
+	}
+	return err
+}
+
+// segment is the quoted name of segment i of the ring.
+func segment(i int) string { return ident.Quote(fmt.Sprintf("ledger_%d", i)) }
+
+// lockNotAvailable reports whether err is PostgreSQL's lock_not_available
+// (a lock_timeout).
+func lockNotAvailable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "55P03"
+}
