@@ -138,6 +138,21 @@ func (w *walker) walk(m protoreflect.Message, loc int, inAgg bool) {
 	case *pg.FuncCall:
 		w.funcCall(n, loc, inAgg)
 		return
+	case *pg.SQLValueFunction:
+		w.fail(loc, sqlValueMsg(n.GetOp()))
+		return
+	case *pg.TypeCast:
+		if s, ok := timeWord(n.GetArg()); ok {
+			if !castKeepsText(n.GetTypeName()) {
+				w.fail(int(n.GetArg().GetAConst().GetLocation()), timeWordMsg(s))
+			}
+			return
+		}
+	case *pg.A_Const:
+		if s, ok := timeWord(&pg.Node{Node: &pg.Node_AConst{AConst: n}}); ok {
+			w.fail(loc, timeWordMsg(s))
+		}
+		return
 	}
 	children(m, func(c protoreflect.Message) { w.walk(c, loc, inAgg) })
 }
@@ -168,6 +183,10 @@ func (w *walker) columnRef(n *pg.ColumnRef, loc int) {
 func (w *walker) funcCall(n *pg.FuncCall, loc int, inAgg bool) {
 	if n.GetOver() != nil {
 		w.fail(loc, "window functions are not allowed in a transform")
+		return
+	}
+	if msg := clockCall(n); msg != "" {
+		w.fail(loc, msg)
 		return
 	}
 	w.funcs = append(w.funcs, located[string]{loc, strings.Join(funcNameParts(n), ".")})

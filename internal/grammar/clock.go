@@ -1,0 +1,99 @@
+package grammar
+
+import (
+	"strings"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+)
+
+// A transform's rows are derived when its sources change, never because
+// time passes, so a result that depends on the clock (or on the session
+// evaluating it) would silently go stale. These are refused by the
+// parser: nothing about them needs the database.
+
+// clockFunctions are the built-in functions that read the clock.
+var clockFunctions = map[string]bool{
+	"now":                   true,
+	"transaction_timestamp": true,
+	"statement_timestamp":   true,
+	"clock_timestamp":       true,
+	"timeofday":             true,
+}
+
+// clockMsg is the refusal of something that reads the clock, named as
+// written.
+func clockMsg(what string) string {
+	return what + " reads the clock: a transform derives its rows when its sources change, not as time passes, " +
+		"so its result would go stale; compare with a value of the rows instead, or filter when reading the target"
+}
+
+// clockCall returns the refusal of a call to a function that reads the
+// clock ("" when it does not): the built-ins, unqualified or in
+// pg_catalog, and age with one argument (age(current_date, x)).
+func clockCall(n *pg.FuncCall) string {
+	parts := funcNameParts(n)
+	if len(parts) == 0 || len(parts) > 2 || (len(parts) == 2 && parts[0] != "pg_catalog") {
+		return ""
+	}
+	name := parts[len(parts)-1]
+	switch {
+	case clockFunctions[name]:
+		return clockMsg(strings.Join(parts, ".") + "()")
+	case name == "age" && len(n.GetArgs()) == 1:
+		return clockMsg(strings.Join(parts, ".") + "() with one argument")
+	}
+	return ""
+}
+
+// sqlValueMsg is the refusal of an SQL value function: CURRENT_DATE and
+// its kin read the clock, CURRENT_USER and its kin the session.
+func sqlValueMsg(op pg.SQLValueFunctionOp) string {
+	switch op {
+	case pg.SQLValueFunctionOp_SVFOP_CURRENT_DATE:
+		return clockMsg("CURRENT_DATE")
+	case pg.SQLValueFunctionOp_SVFOP_CURRENT_TIME, pg.SQLValueFunctionOp_SVFOP_CURRENT_TIME_N:
+		return clockMsg("CURRENT_TIME")
+	case pg.SQLValueFunctionOp_SVFOP_CURRENT_TIMESTAMP, pg.SQLValueFunctionOp_SVFOP_CURRENT_TIMESTAMP_N:
+		return clockMsg("CURRENT_TIMESTAMP")
+	case pg.SQLValueFunctionOp_SVFOP_LOCALTIME, pg.SQLValueFunctionOp_SVFOP_LOCALTIME_N:
+		return clockMsg("LOCALTIME")
+	case pg.SQLValueFunctionOp_SVFOP_LOCALTIMESTAMP, pg.SQLValueFunctionOp_SVFOP_LOCALTIMESTAMP_N:
+		return clockMsg("LOCALTIMESTAMP")
+	}
+	name := strings.TrimPrefix(op.String(), "SVFOP_")
+	return name + " depends on the session that evaluates it, not on the source rows: a transform cannot use it"
+}
+
+// timeWord reports whether a node is a string constant that date and time
+// input reads as a moment relative to now ('now', 'today', 'tomorrow',
+// 'yesterday', in any case and spacing), and returns its text.
+func timeWord(n *pg.Node) (string, bool) {
+	c := n.GetAConst()
+	if c == nil || c.GetSval() == nil {
+		return "", false
+	}
+	s := c.GetSval().GetSval()
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "now", "today", "tomorrow", "yesterday":
+		return s, true
+	}
+	return "", false
+}
+
+// textTypes are the types a time word may be cast to and stay text.
+var textTypes = map[string]bool{"text": true, "varchar": true, "bpchar": true, "name": true, "citext": true}
+
+// castKeepsText reports whether a cast's target is a text type.
+func castKeepsText(t *pg.TypeName) bool {
+	names := t.GetNames()
+	if len(names) == 0 || len(t.GetArrayBounds()) > 0 {
+		return false
+	}
+	return textTypes[names[len(names)-1].GetString_().GetSval()]
+}
+
+// timeWordMsg is the refusal of a time word that may become a date or
+// time (a cast to one, or a literal whose type PostgreSQL infers).
+func timeWordMsg(s string) string {
+	return clockMsg("'"+s+"'") + " (as text, cast it: '" + s + "'::text)"
+}
