@@ -130,24 +130,9 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-type page struct {
-	id       int64
-	lo, hi   string
-	buckets  []int32
-	attempts int
-}
-
-// change is one ledger row: a changed key, the old values of the
-// source's captured columns (nil for a new row), and its bucket.
-type change struct {
-	key    []string
-	vals   []*string
-	bucket int
-}
-
 // srcChanges are a page's changes of one source.
 type srcChanges struct {
-	rows     []change
+	rows     []ledger.Change
 	truncate bool
 	part     string // plan.Changes.Part: only the old or the current groups
 }
@@ -172,23 +157,18 @@ func (w *Worker) drainPage(ctx context.Context, careful int64) (bool, error) {
 	if _, err := tx.Exec(ctx, sqlLockShared, catalog.LockKey(c.Schema, "ddl")); err != nil {
 		return false, err
 	}
-	var p page
-	if careful != 0 {
-		err = tx.QueryRow(ctx, c.SQL(sqlClaimPage), careful).Scan(&p.id, &p.lo, &p.hi, &p.buckets, &p.attempts)
-	} else {
-		err = tx.QueryRow(ctx, c.SQL(sqlClaim)).Scan(&p.id, &p.lo, &p.hi, &p.buckets, &p.attempts)
+	p, err := w.e.Ledger.Claim(ctx, tx, careful)
+	if err != nil {
+		return false, err
 	}
-	if errors.Is(err, pgx.ErrNoRows) {
+	if p == nil {
 		// No page; or, carefully, another worker took this one: there may
 		// be more work, so say a page was found.
 		return careful != 0, nil
 	}
-	if err != nil {
-		return false, fmt.Errorf("claiming a page: %w", err)
-	}
-	srcs, applyErr := w.applyPage(ctx, tx, &p, careful != 0)
+	srcs, applyErr := w.applyPage(ctx, tx, p, careful != 0)
 	if applyErr == nil {
-		if _, err := tx.Exec(ctx, c.SQL(sqlPageDone), p.id); err != nil {
+		if err := w.e.Ledger.Done(ctx, tx, p); err != nil {
 			applyErr = err
 		} else if err := tx.Commit(ctx); err != nil {
 			applyErr = err
@@ -204,12 +184,12 @@ func (w *Worker) drainPage(ctx context.Context, careful int64) (bool, error) {
 	}
 	_ = tx.Rollback(context.WithoutCancel(ctx))
 	if careful == 0 && RowError(applyErr) {
-		return w.drainPage(ctx, p.id)
+		return w.drainPage(ctx, p.ID)
 	}
 	if w.halt(ctx, applyErr) {
 		return true, nil // retried at once, without the halted transform
 	}
-	w.recordFailure(ctx, &p, srcs, applyErr)
+	w.recordFailure(ctx, p, srcs, applyErr)
 	return true, nil
 }
 
@@ -260,20 +240,14 @@ func (w *Worker) halt(ctx context.Context, cause error) bool {
 	return true
 }
 
-func (w *Worker) recordFailure(ctx context.Context, p *page, srcs []int, cause error) {
+func (w *Worker) recordFailure(ctx context.Context, p *ledger.Page, srcs []int, cause error) {
 	w.e.Metrics.DrainPageFailed()
-	var sqlstate *string
-	var pe *pgconn.PgError
-	if errors.As(cause, &pe) {
-		sqlstate = &pe.Code
-	}
 	tables := w.sourceNames(ctx, srcs)
-	delay := min(100*time.Millisecond<<min(p.attempts, 10), 30*time.Second)
-	_, err := w.e.Pool.Exec(ctx, w.e.Cat.SQL(sqlPageFailed), p.id, cause.Error(), sqlstate, tables, delay.Milliseconds())
-	w.e.Logger.Warn("drain page failed; it will be retried", "drain_worker", w.id, "page", p.id,
-		"attempts", p.attempts+1, "error", cause, "tables", strings.Join(tables, ","))
+	err := w.e.Ledger.Failed(ctx, p, cause, tables)
+	w.e.Logger.Warn("drain page failed; it will be retried", "drain_worker", w.id, "page", p.ID,
+		"attempts", p.Attempts+1, "error", cause, "tables", strings.Join(tables, ","))
 	if err != nil {
-		w.e.Logger.Error("recording a drain failure", "page", p.id, "error", err)
+		w.e.Logger.Error("recording a drain failure", "page", p.ID, "error", err)
 	}
 }
 
@@ -358,37 +332,27 @@ func collect(ctx context.Context, tx pgx.Tx, sql string, scan func(pgx.Rows) err
 // applyPage recomputes every key of the page for every transform reading
 // its sources. It returns the page's source ids (for failure reports).
 // Carefully, a transform on which a row fails is diagnosed key by key.
-func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *page, careful bool) ([]int, error) {
+func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *ledger.Page, careful bool) ([]int, error) {
 	w.applied, w.quarantinedCols, w.poisonedKeys = 0, 0, 0
 	if err := w.reload(ctx, tx); err != nil {
 		return nil, fmt.Errorf("loading definitions: %w", err)
 	}
-	rows, err := tx.Query(ctx, w.e.Cat.SQL(sqlPageKeys), p.lo, p.hi, p.buckets)
+	changes, err := w.e.Ledger.Changes(ctx, tx, p)
 	if err != nil {
-		return nil, fmt.Errorf("reading page %d: %w", p.id, err)
+		return nil, err
 	}
 	bySrc := map[int]*srcChanges{}
-	for rows.Next() {
-		var c change
-		var src int
-		if err := rows.Scan(&src, &c.key, &c.vals, &c.bucket); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		sc := bySrc[src]
+	for _, c := range changes {
+		sc := bySrc[c.Src]
 		if sc == nil {
 			sc = &srcChanges{}
-			bySrc[src] = sc
+			bySrc[c.Src] = sc
 		}
-		if c.key == nil {
+		if c.Key == nil {
 			sc.truncate = true
 			continue
 		}
 		sc.rows = append(sc.rows, c)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reading page %d: %w", p.id, err)
 	}
 	srcs := make([]int, 0, len(bySrc))
 	for s := range bySrc {
@@ -537,7 +501,7 @@ func (w *Worker) affected(ctx context.Context, tx pgx.Tx, wk *work, src int, sc 
 	kind := wk.plan.Kind()
 	if fromSide && kind != plan.KindAggregate {
 		for _, c := range sc.rows {
-			wk.add(Ptrs(c.key), c.bucket)
+			wk.add(Ptrs(c.Key), c.Bucket)
 		}
 	}
 	if kind == plan.KindProjection || (kind == plan.KindJoin && !joinedSide) {
@@ -552,7 +516,7 @@ func (w *Worker) affected(ctx context.Context, tx pgx.Tx, wk *work, src int, sc 
 		side = spec.Join.Source
 	}
 	ch := plan.Changes{Source: side, CapCols: s.CapCols, CapTypes: s.CapTypes, Part: sc.part}
-	args := ch.Args(len(sc.rows), func(i int) ([]string, []*string) { return sc.rows[i].key, sc.rows[i].vals })
+	args := ch.Args(len(sc.rows), func(i int) ([]string, []*string) { return sc.rows[i].Key, sc.rows[i].Vals })
 	queries := wk.plan.AffectedQueries(ch, fromSide, joinedSide, ledger.Buckets)
 	for _, q := range queries {
 		rows, err := tx.Query(ctx, q, args...)

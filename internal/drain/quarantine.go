@@ -673,7 +673,7 @@ func (w *Worker) affectedCareful(ctx context.Context, tx pgx.Tx, wk *work, src i
 	return w.recordRowsOf(ctx, tx, wk, "", s.Name(), true, bad, true)
 }
 
-func (w *Worker) affectedBisect(ctx context.Context, tx pgx.Tx, wk *work, src int, truncate bool, rows []change) ([]failure, error) {
+func (w *Worker) affectedBisect(ctx context.Context, tx pgx.Tx, wk *work, src int, truncate bool, rows []ledger.Change) ([]failure, error) {
 	if len(rows) == 0 && !truncate {
 		return nil, nil
 	}
@@ -695,7 +695,7 @@ func (w *Worker) affectedBisect(ctx context.Context, tx pgx.Tx, wk *work, src in
 				return nil, perr
 			}
 		}
-		f := failure{key: Ptrs(rows[0].key), msg: err.Error()}
+		f := failure{key: Ptrs(rows[0].Key), msg: err.Error()}
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) {
 			f.state, f.msg = pe.Code, pe.Message

@@ -4,21 +4,6 @@ package drain
 const (
 	sqlLockShared = `SELECT pg_advisory_xact_lock_shared($1)`
 
-	sqlClaim = `
-SELECT id, lo::text, hi::text, buckets, attempts FROM %[1]s.pages
-WHERE NOT done AND (retry_at IS NULL OR retry_at <= clock_timestamp())
-ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`
-
-	// The rows of a page: committed in hi, not in lo, in the page's buckets.
-	// Rows below lo's xmin are all visible in lo, rows at or above hi's xmax
-	// are in no snapshot of the page, so the (bucket, xid) index bounds the scan.
-	sqlPageKeys = `
-SELECT src, key, vals, min(bucket) FROM %[1]s.ledger
-WHERE bucket = ANY($3::int[])
-  AND xid >= pg_snapshot_xmin($1::pg_snapshot) AND xid < pg_snapshot_xmax($2::pg_snapshot)
-  AND pg_visible_in_snapshot(xid, $2::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
-GROUP BY src, key, vals`
-
 	// Key locks, taken in sorted order in one statement so two pages never
 	// deadlock: the subquery's ORDER BY feeds the aggregate in order.
 	sqlKeyLocks = `
@@ -31,15 +16,6 @@ FROM (SELECT DISTINCT k FROM unnest($1::bigint[]) AS u(k) ORDER BY k) s`
 UPDATE %[1]s.transforms SET state = 'paused', state_since = clock_timestamp(), paused_reason = $3,
     failure_kind = 'halt', failure_table = $2, failure_error = $3, failure_columns = '{}', failure_at = clock_timestamp()
 WHERE id = $1 AND state <> 'paused'`
-
-	sqlPageDone = `UPDATE %[1]s.pages SET done = true, retry_at = NULL WHERE id = $1`
-
-	sqlPageFailed = `
-UPDATE %[1]s.pages SET attempts = attempts + 1,
-    first_failed = coalesce(first_failed, clock_timestamp()), last_failed = clock_timestamp(),
-    last_error = $2, last_sqlstate = $3, tables = $4,
-    retry_at = clock_timestamp() + $5 * interval '1 millisecond'
-WHERE id = $1`
 
 	sqlSourceNames = `SELECT id, schema_name || '.' || table_name FROM %[1]s.sources WHERE id = ANY($1::int[])`
 
@@ -73,8 +49,4 @@ WHERE transform_id = $1 AND column_name = '' AND NOT source_row AND key_text = A
 SELECT t FROM unnest($1::int[]) AS u(t)
 WHERE EXISTS (SELECT 1 FROM %[1]s.quarantine q WHERE q.transform_id = u.t AND q.column_name = '')`
 	sqlQuarantinedColumns = `SELECT transform_id, array_agg(column_name) FROM %[1]s.quarantined_columns WHERE error <> '' GROUP BY transform_id`
-
-	sqlClaimPage = `
-SELECT id, lo::text, hi::text, buckets, attempts FROM %[1]s.pages
-WHERE id = $1 AND NOT done FOR UPDATE SKIP LOCKED`
 )

@@ -15,7 +15,6 @@ import (
 	"github.com/trellis-pg/trellis/internal/drain"
 	"github.com/trellis-pg/trellis/internal/errs"
 	"github.com/trellis-pg/trellis/internal/grammar"
-	"github.com/trellis-pg/trellis/internal/ledger"
 	"github.com/trellis-pg/trellis/internal/pgerr"
 	"github.com/trellis-pg/trellis/internal/plan"
 )
@@ -350,11 +349,11 @@ func (e *Engine) release(ctx context.Context, tx pgx.Tx, t *catalog.Transform, h
 			keys = append(keys, h.key)
 			continue
 		}
-		tag, err := tx.Exec(ctx, e.Cat.SQL(sqlRestage), h.table, h.key, ledger.Buckets-1)
+		captured, err := e.Ledger.Restage(ctx, tx, h.table, h.key)
 		if err != nil {
 			return fmt.Errorf("staging %s of %s again: %w", drain.RenderKey(h.key), h.table, err)
 		}
-		if tag.RowsAffected() == 0 {
+		if !captured {
 			return errs.New(errs.NotFound, "%s is no longer captured: its row %s cannot be staged again", h.table, drain.RenderKey(h.key))
 		}
 	}

@@ -143,11 +143,6 @@ WHERE transform_id = $1 AND column_name = '' AND key_text = $3
   AND (src_table = $2 OR split_part(src_table, '.', 2) = $2)
 RETURNING key, source_row, src_table`
 	sqlReleaseAll = `DELETE FROM %[1]s.quarantine WHERE transform_id = $1 AND column_name = '' RETURNING key, source_row, src_table`
-	// Stages a change of one key of a captured table, as its capture would.
-	sqlRestage = `
-INSERT INTO %[1]s.ledger (seg, src, bucket, key)
-SELECT r.cur, s.id, hashtext($2::text[]::text) & $3, $2::text[]
-FROM %[1]s.ring r, %[1]s.sources s WHERE s.schema_name || '.' || s.table_name = $1`
 	// A column quarantined or paused, and its samples.
 	sqlColumnPause = `
 INSERT INTO %[1]s.quarantined_columns (transform_id, column_name, error) VALUES ($1, $2, '')

@@ -262,3 +262,131 @@ func TestMaintainRotatesAndReclaimsDrainedSegments(t *testing.T) {
 	require.NoError(t, f.l.Maintain(f.ctx))
 	require.Equal(t, 2, f.ring(t), "segment 3 still holds rows")
 }
+
+func TestPagesAreClaimedOnceAppliedAndRetried(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+
+	// Key 1 changed twice the same way, key 2 once with old values, and a
+	// TRUNCATE, all in bucket 0.
+	_, err := f.pool.Exec(f.ctx, `INSERT INTO trellis.ledger (seg, src, bucket, key, vals) VALUES
+  (0, 7, 0, '{1}', NULL), (0, 7, 0, '{1}', NULL), (0, 7, 0, '{2}', '{old}'), (0, 8, 0, NULL, NULL)`)
+	require.NoError(t, err)
+	_, err = f.l.Cut(f.ctx, true)
+	require.NoError(t, err)
+	token, err := ledger.Snapshot(f.ctx, f.pool)
+	require.NoError(t, err)
+
+	tx, err := f.pool.Begin(f.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.WithoutCancel(f.ctx)) }()
+	p, err := f.l.Claim(f.ctx, tx, 0)
+	require.NoError(t, err)
+	require.NotNil(t, p)
+	require.Equal(t, []int32{0}, p.Buckets)
+	require.Zero(t, p.Attempts)
+	changes, err := f.l.Changes(f.ctx, tx, p)
+	require.NoError(t, err)
+	old := "old"
+	require.ElementsMatch(t, []ledger.Change{
+		{Src: 7, Key: []string{"1"}},
+		{Src: 7, Key: []string{"2"}, Vals: []*string{&old}},
+		{Src: 8},
+	}, changes, "each distinct change once; a TRUNCATE has no key")
+
+	// Another worker does not get the page, not even by its id.
+	other, err := f.pool.Begin(f.ctx)
+	require.NoError(t, err)
+	defer func() { _ = other.Rollback(context.WithoutCancel(f.ctx)) }()
+	q, err := f.l.Claim(f.ctx, other, 0)
+	require.NoError(t, err)
+	require.Nil(t, q)
+	q, err = f.l.Claim(f.ctx, other, p.ID)
+	require.NoError(t, err)
+	require.Nil(t, q)
+	require.NoError(t, other.Rollback(f.ctx))
+
+	// A failure is recorded for the tables named, and the page waits for
+	// its retry; by its id it can still be claimed at once.
+	require.NoError(t, tx.Rollback(f.ctx))
+	cause := &pgconn.PgError{Code: "40P01", Message: "deadlock detected"}
+	require.NoError(t, f.l.Failed(f.ctx, p, cause, []string{"public.orders"}))
+	var attempts int
+	var lastErr, state string
+	var tables []string
+	var due bool
+	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT attempts, last_error, last_sqlstate, tables, retry_at <= clock_timestamp()
+FROM trellis.pages WHERE id = $1`, p.ID).Scan(&attempts, &lastErr, &state, &tables, &due))
+	require.Equal(t, 1, attempts)
+	require.Contains(t, lastErr, "deadlock detected")
+	require.Equal(t, "40P01", state)
+	require.Equal(t, []string{"public.orders"}, tables)
+	require.False(t, due)
+
+	tx, err = f.pool.Begin(f.ctx)
+	require.NoError(t, err)
+	q, err = f.l.Claim(f.ctx, tx, 0)
+	require.NoError(t, err)
+	require.Nil(t, q, "not due yet")
+	q, err = f.l.Claim(f.ctx, tx, p.ID)
+	require.NoError(t, err)
+	require.NotNil(t, q)
+	require.Equal(t, 1, q.Attempts)
+	require.NoError(t, f.l.Done(f.ctx, tx, q))
+	require.NoError(t, tx.Commit(f.ctx))
+
+	// Applied: the token has converged, and the page is not claimed again.
+	bounded, cancel := context.WithTimeout(f.ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(t, f.l.Converged(bounded, token, 1, nil, nil))
+	tx, err = f.pool.Begin(f.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.WithoutCancel(f.ctx)) }()
+	q, err = f.l.Claim(f.ctx, tx, p.ID)
+	require.NoError(t, err)
+	require.Nil(t, q)
+}
+
+func TestInFlightAndRestage(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	_, err := f.pool.Exec(f.ctx, `INSERT INTO trellis.sources (schema_name, table_name, key_columns, key_types, capture_state)
+VALUES ('public', 'orders', '{id}', '{integer}', 'installed') RETURNING id`)
+	require.NoError(t, err)
+	var src int
+	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT id FROM trellis.sources`).Scan(&src))
+
+	inFlight := func() []ledger.Change {
+		t.Helper()
+		tx, err := f.pool.BeginTx(f.ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(context.WithoutCancel(f.ctx)) }()
+		fr, err := f.l.DrainedFrontier(f.ctx, tx)
+		require.NoError(t, err)
+		changes, err := f.l.InFlight(f.ctx, tx, []int{src}, &fr.Snap)
+		require.NoError(t, err)
+		return changes
+	}
+
+	// A restaged key is a change in flight until its page is applied.
+	v := "41"
+	tx, err := f.pool.Begin(f.ctx)
+	require.NoError(t, err)
+	ok, err := f.l.Restage(f.ctx, tx, "public.orders", []*string{&v})
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = f.l.Restage(f.ctx, tx, "public.customers", []*string{&v})
+	require.NoError(t, err)
+	require.False(t, ok, "not captured")
+	require.NoError(t, tx.Commit(f.ctx))
+	f.appendRows(t, f.pool, src+1, 0, 3) // another source's changes
+	require.Equal(t, []ledger.Change{{Src: src, Key: []string{"41"}}}, inFlight())
+
+	_, err = f.l.Cut(f.ctx, true)
+	require.NoError(t, err)
+	require.Len(t, inFlight(), 1, "cut, not applied")
+	for _, p := range f.pages(t) {
+		f.finish(t, p.Cut)
+	}
+	require.Empty(t, inFlight())
+}

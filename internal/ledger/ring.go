@@ -2,14 +2,14 @@ package ledger
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/trellis-pg/trellis/internal/ident"
+	"github.com/trellis-pg/trellis/internal/pgerr"
 )
 
 // Ring upkeep.
@@ -91,7 +91,7 @@ func (l *Ledger) reclaim(ctx context.Context, seg int, frontier string) error {
 		_, err := tx.Exec(ctx, fmt.Sprintf(sqlTruncateSegment, l.Cat.Q(), name))
 		return err
 	})
-	if lockNotAvailable(err) {
+	if pgerr.Is(err, pgerrcode.LockNotAvailable) {
 		return nil
 	}
 	return err
@@ -99,10 +99,3 @@ func (l *Ledger) reclaim(ctx context.Context, seg int, frontier string) error {
 
 // segment is the quoted name of segment i of the ring.
 func segment(i int) string { return ident.Quote(fmt.Sprintf("ledger_%d", i)) }
-
-// lockNotAvailable reports whether err is PostgreSQL's lock_not_available
-// (a lock_timeout).
-func lockNotAvailable(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "55P03"
-}

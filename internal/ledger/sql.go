@@ -54,4 +54,51 @@ SELECT EXISTS (
 	sqlRotate           = `UPDATE %[1]s.ring SET cur = $1, rotated_at = clock_timestamp() WHERE cur = $2`
 	sqlPrunePages       = `DELETE FROM %[1]s.pages WHERE done AND cut <= $1`
 	sqlPruneCuts        = `DELETE FROM %[1]s.cuts WHERE n < $1`
+
+	// Pages (page.go).
+	sqlClaim = `
+SELECT id, lo::text, hi::text, buckets, attempts FROM %[1]s.pages
+WHERE NOT done AND (retry_at IS NULL OR retry_at <= clock_timestamp())
+ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`
+
+	// The rows of a page: committed in hi, not in lo, in the page's buckets.
+	// Rows below lo's xmin are all visible in lo, rows at or above hi's xmax
+	// are in no snapshot of the page, so the (bucket, xid) index bounds the scan.
+	sqlPageKeys = `
+SELECT src, key, vals, min(bucket) FROM %[1]s.ledger
+WHERE bucket = ANY($3::int[])
+  AND xid >= pg_snapshot_xmin($1::pg_snapshot) AND xid < pg_snapshot_xmax($2::pg_snapshot)
+  AND pg_visible_in_snapshot(xid, $2::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
+GROUP BY src, key, vals`
+
+	sqlPageDone = `UPDATE %[1]s.pages SET done = true, retry_at = NULL WHERE id = $1`
+
+	sqlPageFailed = `
+UPDATE %[1]s.pages SET attempts = attempts + 1,
+    first_failed = coalesce(first_failed, clock_timestamp()), last_failed = clock_timestamp(),
+    last_error = $2, last_sqlstate = $3, tables = $4,
+    retry_at = clock_timestamp() + $5 * interval '1 millisecond'
+WHERE id = $1`
+
+	sqlClaimPage = `
+SELECT id, lo::text, hi::text, buckets, attempts FROM %[1]s.pages
+WHERE id = $1 AND NOT done FOR UPDATE SKIP LOCKED`
+
+	// The changes of the sources $1 that the snapshot sees committed and
+	// not applied: past the frontier ($2), and in no page that is done.
+	sqlInFlight = `
+SELECT l.src, l.key, l.vals FROM %[1]s.ledger l
+WHERE l.src = ANY ($1::int[])
+  AND NOT coalesce(pg_visible_in_snapshot(l.xid, $2::pg_snapshot), false)
+  AND NOT EXISTS (SELECT 1 FROM %[1]s.pages p
+                  WHERE p.done AND l.bucket = ANY (p.buckets)
+                    AND pg_visible_in_snapshot(l.xid, p.hi) AND NOT pg_visible_in_snapshot(l.xid, p.lo))
+GROUP BY l.src, l.key, l.vals`
+
+	// A change of one key of the captured table $1 (schema.table), as its
+	// capture would append it; $3 masks the bucket.
+	sqlRestage = `
+INSERT INTO %[1]s.ledger (seg, src, bucket, key)
+SELECT r.cur, s.id, hashtext($2::text[]::text) & $3, $2::text[]
+FROM %[1]s.ring r, %[1]s.sources s WHERE s.schema_name || '.' || s.table_name = $1`
 )

@@ -462,12 +462,6 @@ func columns(units [][]*string, n int) []any {
 	return out
 }
 
-// change is one ledger row not applied yet.
-type change struct {
-	key  []string
-	vals []*string
-}
-
 // inFlight lists the units that changes committed in the snapshot and not
 // yet applied will recompute: the units the drain will touch, found the
 // way the drain finds them. all says every unit is (a TRUNCATE).
@@ -485,31 +479,20 @@ func (c *check) inFlight(ctx context.Context, tx pgx.Tx, t *catalog.Transform, p
 	if spec.Join != nil {
 		ids = append(ids, spec.Join.Source.ID)
 	}
-	rows, err := tx.Query(ctx, c.r.Cat.SQL(sqlInFlight), ids, frontier)
+	changes, err := c.r.Ledger.InFlight(ctx, tx, ids, frontier)
 	if err != nil {
 		return nil, false, err
 	}
-	bySrc := map[int][]change{}
+	bySrc := map[int][]ledger.Change{}
 	var order []int
-	for rows.Next() {
-		var src int
-		var ch change
-		if err := rows.Scan(&src, &ch.key, &ch.vals); err != nil {
-			rows.Close()
-			return nil, false, err
-		}
-		if ch.key == nil {
-			rows.Close()
+	for _, ch := range changes {
+		if ch.Key == nil {
 			return nil, true, nil
 		}
-		if _, ok := bySrc[src]; !ok {
-			order = append(order, src)
+		if _, ok := bySrc[ch.Src]; !ok {
+			order = append(order, ch.Src)
 		}
-		bySrc[src] = append(bySrc[src], ch)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, false, err
+		bySrc[ch.Src] = append(bySrc[ch.Src], ch)
 	}
 	if len(bySrc) == 0 {
 		return nil, false, nil
@@ -523,7 +506,7 @@ func (c *check) inFlight(ctx context.Context, tx pgx.Tx, t *catalog.Transform, p
 		joinedSide := spec.Join != nil && spec.Join.Source.ID == src
 		if fromSide && kind != plan.KindAggregate {
 			for _, ch := range chs {
-				units = append(units, drain.Ptrs(ch.key))
+				units = append(units, drain.Ptrs(ch.Key))
 			}
 		}
 		if kind == plan.KindProjection || (kind == plan.KindJoin && !joinedSide) {
@@ -548,7 +531,7 @@ func (c *check) inFlight(ctx context.Context, tx pgx.Tx, t *catalog.Transform, p
 			side = spec.Join.Source
 		}
 		ch := plan.Changes{Source: side, CapCols: s.CapCols, CapTypes: s.CapTypes}
-		args := ch.Args(len(chs), func(i int) ([]string, []*string) { return chs[i].key, chs[i].vals })
+		args := ch.Args(len(chs), func(i int) ([]string, []*string) { return chs[i].Key, chs[i].Vals })
 		queries := pl.AffectedQueries(ch, fromSide, joinedSide, ledger.Buckets)
 		for _, q := range queries {
 			rows, err := tx.Query(ctx, q, args...)

@@ -41,17 +41,6 @@ WHERE id = $1 AND claim = $2 AND state = 'running'`
 UPDATE %[1]s.self_checks SET state = 'queued', claim = NULL, heartbeat_at = NULL, started_at = NULL, rows_compared = 0
 WHERE id = $1 AND claim = $2 AND state = 'running'`
 
-	// The changes of the sources $1 that the snapshot sees committed and
-	// not applied: past the frontier ($2), and in no page that is done.
-	sqlInFlight = `
-SELECT l.src, l.key, l.vals FROM %[1]s.ledger l
-WHERE l.src = ANY ($1::int[])
-  AND NOT coalesce(pg_visible_in_snapshot(l.xid, $2::pg_snapshot), false)
-  AND NOT EXISTS (SELECT 1 FROM %[1]s.pages p
-                  WHERE p.done AND l.bucket = ANY (p.buckets)
-                    AND pg_visible_in_snapshot(l.xid, p.hi) AND NOT pg_visible_in_snapshot(l.xid, p.lo))
-GROUP BY l.src, l.key, l.vals`
-
 	sqlHeldUnits = `SELECT key FROM %[1]s.quarantine WHERE transform_id = $1 AND column_name = ''`
 	sqlHeld      = `SELECT count(*), min(at) FROM %[1]s.quarantine WHERE transform_id = $1 AND column_name = ''`
 

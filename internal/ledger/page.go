@@ -1,0 +1,111 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/trellis-pg/trellis/internal/catalog"
+	"github.com/trellis-pg/trellis/internal/pgerr"
+)
+
+// Page is the unit of work drain workers claim: the ledger rows of its
+// buckets committed in snapshot Hi and not in Lo.
+type Page struct {
+	ID       int64
+	Lo, Hi   string // snapshots, as text
+	Buckets  []int32
+	Attempts int // failed attempts so far
+}
+
+// Change is one changed key of a source: its values, the old values of the
+// source's captured columns (nil for a new row), and its bucket. A nil Key
+// is a TRUNCATE of the source.
+type Change struct {
+	Src    int
+	Key    []string
+	Vals   []*string
+	Bucket int
+}
+
+// Claim locks, in tx, the next page due (id 0), or the page of that id,
+// skipping pages other workers hold. It is nil when there is none.
+func (l *Ledger) Claim(ctx context.Context, tx pgx.Tx, id int64) (*Page, error) {
+	var p Page
+	var err error
+	if id != 0 {
+		err = tx.QueryRow(ctx, l.Cat.SQL(sqlClaimPage), id).Scan(&p.ID, &p.Lo, &p.Hi, &p.Buckets, &p.Attempts)
+	} else {
+		err = tx.QueryRow(ctx, l.Cat.SQL(sqlClaim)).Scan(&p.ID, &p.Lo, &p.Hi, &p.Buckets, &p.Attempts)
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claiming a page: %w", err)
+	}
+	return &p, nil
+}
+
+// Changes reads a page's changes, each distinct change once.
+func (l *Ledger) Changes(ctx context.Context, tx pgx.Tx, p *Page) ([]Change, error) {
+	rows, err := tx.Query(ctx, l.Cat.SQL(sqlPageKeys), p.Lo, p.Hi, p.Buckets)
+	if err != nil {
+		return nil, fmt.Errorf("reading page %d: %w", p.ID, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Change, error) {
+		var c Change
+		err := r.Scan(&c.Src, &c.Key, &c.Vals, &c.Bucket)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading page %d: %w", p.ID, err)
+	}
+	return out, nil
+}
+
+// Done marks a page applied, in the transaction that applied it.
+func (l *Ledger) Done(ctx context.Context, tx pgx.Tx, p *Page) error {
+	_, err := tx.Exec(ctx, l.Cat.SQL(sqlPageDone), p.ID)
+	return err
+}
+
+// Failed records that applying a page failed with cause, on the source
+// tables named (for the status of their readers). The page is retried
+// after a backoff that doubles with each attempt, from 100 ms to 30 s.
+func (l *Ledger) Failed(ctx context.Context, p *Page, cause error, tables []string) error {
+	var sqlstate *string
+	if c := pgerr.Code(cause); c != "" {
+		sqlstate = &c
+	}
+	delay := min(100*time.Millisecond<<min(p.Attempts, 10), 30*time.Second)
+	_, err := l.Pool.Exec(ctx, l.Cat.SQL(sqlPageFailed), p.ID, cause.Error(), sqlstate, tables, delay.Milliseconds())
+	return err
+}
+
+// InFlight reads the changes of the sources that snapshot sees committed
+// and that are not applied yet: past the drained frontier (nil: no cut
+// yet), and in no page that is done. Each distinct change comes once.
+func (l *Ledger) InFlight(ctx context.Context, q catalog.Querier, sources []int, frontier *string) ([]Change, error) {
+	rows, err := q.Query(ctx, l.Cat.SQL(sqlInFlight), sources, frontier)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Change, error) {
+		var c Change
+		err := r.Scan(&c.Src, &c.Key, &c.Vals)
+		return c, err
+	})
+}
+
+// Restage appends a change of one key of a captured table (named
+// schema.table) in tx, as the table's capture would: the drain then
+// recomputes the key for every transform reading the table. It reports
+// false when the table is not captured.
+func (l *Ledger) Restage(ctx context.Context, tx pgx.Tx, table string, key []*string) (bool, error) {
+	tag, err := tx.Exec(ctx, l.Cat.SQL(sqlRestage), table, key, Buckets-1)
+	return tag.RowsAffected() > 0, err
+}
