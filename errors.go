@@ -28,8 +28,11 @@ type Error struct {
 
 func (e *Error) Error() string { return "trellis: " + e.Message }
 
-// Unwrap returns the underlying cause, if any. Driver errors are never
-// exposed through it.
+// Unwrap returns the cause the error was made from, nil when it has none:
+// errors.Is(err, context.DeadlineExceeded) and errors.As with a
+// *pgconn.PgError see through a *Error. The Code and Message are what to
+// branch on and show; the cause is for diagnosis, and its type is the
+// driver's, not part of this package's contract.
 func (e *Error) Unwrap() error { return e.err }
 
 // CodeOf returns the Code of err if it is (or wraps) a *Error, and "" for
@@ -60,7 +63,7 @@ func translate(ctx context.Context, op string, err error) error {
 	}
 	var ee *errs.Error
 	if errors.As(err, &ee) {
-		out := &Error{Code: Code(ee.Code), Message: ee.Error()}
+		out := &Error{Code: Code(ee.Code), Message: ee.Error(), err: err}
 		var ge *grammar.Error
 		if errors.As(err, &ge) {
 			out.Line, out.Column = ge.Line, ge.Column
@@ -83,22 +86,26 @@ func translate(ctx context.Context, op string, err error) error {
 			code = CodeUnavailable
 		}
 		if code == CodeTimeout && ctx.Err() == nil {
-			return &Error{Code: code, Message: fmt.Sprintf("%s: %s", op, pe.Message)}
+			return &Error{Code: code, Message: fmt.Sprintf("%s: %s", op, pe.Message), err: err}
 		}
 		if code != CodeTimeout {
-			return &Error{Code: code, Message: fmt.Sprintf("%s: %s (SQLSTATE %s)", op, pe.Message, pe.Code)}
+			return &Error{Code: code, Message: fmt.Sprintf("%s: %s (SQLSTATE %s)", op, pe.Message, pe.Code), err: err}
 		}
 	}
 	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		if errors.Is(ctx.Err(), context.Canceled) {
-			return &Error{Code: CodeTimeout, Message: op + ": cancelled by the caller's context"}
+		cause := err
+		if ce := ctx.Err(); ce != nil && !errors.Is(err, ce) {
+			cause = errors.Join(ce, err) // the server's "canceling statement" names no context error
 		}
-		return &Error{Code: CodeTimeout, Message: op + ": did not finish in time; what it started was cancelled"}
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return &Error{Code: CodeTimeout, Message: op + ": cancelled by the caller's context", err: cause}
+		}
+		return &Error{Code: CodeTimeout, Message: op + ": did not finish in time; what it started was cancelled", err: cause}
 	}
 	var ce *pgconn.ConnectError
 	var ne net.Error
 	if errors.As(err, &ce) || errors.As(err, &ne) || pgconn.SafeToRetry(err) {
-		return &Error{Code: CodeUnavailable, Message: op + ": the database cannot be reached: " + err.Error()}
+		return &Error{Code: CodeUnavailable, Message: op + ": the database cannot be reached: " + err.Error(), err: err}
 	}
-	return &Error{Code: CodeInternal, Message: op + ": " + err.Error()}
+	return &Error{Code: CodeInternal, Message: op + ": " + err.Error(), err: err}
 }

@@ -13,9 +13,15 @@ const CallTimeout = 30 * time.Second
 // Options configure Connect. Only URL is required; every other field works
 // from its zero value.
 type Options struct {
-	// URL is the database: a postgres:// URL or a libpq key=value string.
-	// TLS is configured in it (sslmode, sslrootcert, ...). Nothing is read
-	// from the environment.
+	// URL is the database: a postgres:// URL or a libpq key=value string,
+	// parsed by pgx as libpq would: what it leaves out is taken from the
+	// PG* environment variables (PGHOST, PGPORT, PGUSER, PGPASSWORD,
+	// PGDATABASE, PGSSLMODE, PGAPPNAME, ...), a password it lacks from the
+	// password file (PGPASSFILE, default ~/.pgpass), and service=NAME from
+	// the service file. TLS is configured in it (sslmode, sslrootcert, ...).
+	// An application_name it sets (or PGAPPNAME) names the client's
+	// connections in pg_stat_activity; without one they are "trellis", and
+	// the workers' "trellis worker".
 	URL string
 	// Schema is the catalog schema Trellis keeps its own tables in. Default
 	// "trellis". Not "public", not TargetSchema, not another instance's

@@ -3,9 +3,6 @@ package trellis
 import (
 	"context"
 	"time"
-
-	"github.com/trellis-pg/trellis/internal/engine"
-	"github.com/trellis-pg/trellis/trellistype"
 )
 
 // SampleOptions page SampleQuarantined.
@@ -25,25 +22,14 @@ func ParseCursor(s string) (*Cursor, error) {
 	return &c, nil
 }
 
-func quarantineEntry(q engine.QuarantineEntry) QuarantineEntry {
-	out := QuarantineEntry{Target: q.Address, State: State(q.State), Since: q.Since.UTC().Truncate(time.Microsecond),
-		Reason: q.Reason, Error: q.Error, SQLState: q.SQLState, Rows: q.Rows}
-	if !q.OldestPoisoned.IsZero() {
-		out.HeldKeys = &HeldKeys{Count: q.Rows, OldestPoisonedAt: q.OldestPoisoned.UTC().Truncate(time.Microsecond)}
-	}
-	return out
-}
-
 // Quarantined lists every paused or quarantined column, every paused
 // transform and every transform holding keys, ordered by address. It is
 // cheap enough for a health check to poll.
 func (c *Client) Quarantined(ctx context.Context) ([]QuarantineEntry, error) {
 	var out []QuarantineEntry
 	err := c.call(ctx, "listing the quarantine", func(ctx context.Context) error {
-		qs, err := c.eng.Quarantined(ctx)
-		for _, q := range qs {
-			out = append(out, quarantineEntry(q))
-		}
+		var err error
+		out, err = c.eng.Quarantined(ctx)
 		return err
 	})
 	return out, err
@@ -55,8 +41,8 @@ func (c *Client) Quarantined(ctx context.Context) ([]QuarantineEntry, error) {
 func (c *Client) QuarantineStatus(ctx context.Context, target string) (QuarantineEntry, error) {
 	var out QuarantineEntry
 	err := c.call(ctx, "reading a quarantine status", func(ctx context.Context) error {
-		q, err := c.eng.QuarantineStatus(ctx, target)
-		out = quarantineEntry(q)
+		var err error
+		out, err = c.eng.QuarantineStatus(ctx, target)
 		return err
 	})
 	return out, err
@@ -76,23 +62,9 @@ func (c *Client) SampleQuarantined(ctx context.Context, target string, opts Samp
 	}
 	var page SamplePage
 	err := c.call(ctx, "sampling the quarantine", func(ctx context.Context) error {
-		var after *engine.SampleCursor
-		if opts.After != nil {
-			table, key := opts.After.After()
-			after = &engine.SampleCursor{SrcTable: table, Key: key}
-		}
-		rows, next, err := c.eng.SampleQuarantined(ctx, target, limit, after)
-		if err != nil {
-			return err
-		}
-		page.Samples = make([]PoisonSample, len(rows))
-		for i, r := range rows {
-			page.Samples[i] = PoisonSample{SrcTable: r.SrcTable, Key: r.Key, Error: r.Error}
-		}
-		if next != nil {
-			page.NextCursor = trellistype.NewCursor(next.SrcTable, next.Key)
-		}
-		return nil
+		var err error
+		page, err = c.eng.SampleQuarantined(ctx, target, limit, opts.After)
+		return err
 	})
 	return page, err
 }
@@ -106,11 +78,8 @@ func (c *Client) SampleQuarantined(ctx context.Context, target string, opts Samp
 func (c *Client) PoisonedSince(ctx context.Context, since time.Time) ([]PoisonEntry, error) {
 	var out []PoisonEntry
 	err := c.call(ctx, "listing poisoned keys", func(ctx context.Context) error {
-		rows, err := c.eng.PoisonedSince(ctx, since)
-		for _, r := range rows {
-			out = append(out, PoisonEntry{Transform: r.Transform, SrcTable: r.SrcTable, Key: r.Key, Error: r.Error,
-				PoisonedAt: r.At.UTC().Truncate(time.Microsecond)})
-		}
+		var err error
+		out, err = c.eng.PoisonedSince(ctx, since)
 		return err
 	})
 	return out, err

@@ -64,11 +64,11 @@ func (c *Client) SelfCheck(ctx context.Context, target string, opts SelfCheckOpt
 					t.Target, strings.Join(fixes, " "))
 			}
 		}
-		j, err := selfcheck.Start(ctx, c.pool, c.cat, t.ID, string(mode), opts.Timeout)
+		j, err := selfcheck.Start(ctx, c.pool, c.cat, t.ID, mode, opts.Timeout)
 		if err != nil {
 			return err
 		}
-		out = selfCheckJob(j)
+		out = j.SelfCheckJob
 		return nil
 	})
 	return out, err
@@ -84,8 +84,7 @@ func (c *Client) SelfCheckJob(ctx context.Context, id int64) (*SelfCheckJob, err
 		if err != nil || j == nil {
 			return err
 		}
-		job := selfCheckJob(j)
-		out = &job
+		out = &j.SelfCheckJob
 		return nil
 	})
 	return out, err
@@ -101,38 +100,4 @@ func (c *Client) startSelfCheckRunner(l *ledger.Ledger) {
 		PollInterval: max(c.opts.PollInterval, 100*time.Millisecond)}
 	c.wg.Add(1)
 	go func() { defer c.wg.Done(); r.Run(c.closeCtx) }()
-}
-
-func utcMicro(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
-
-func utcMicroPtr(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := utcMicro(*t)
-	return &u
-}
-
-func selfCheckJob(j *selfcheck.Job) SelfCheckJob {
-	out := SelfCheckJob{ID: j.ID, Target: j.Target, Mode: SelfCheckMode(j.Mode), State: SelfCheckState(j.State),
-		RowsCompared: j.RowsCompared, Error: j.Error, Timeout: j.Timeout, QueuedAt: utcMicro(j.QueuedAt),
-		StartedAt: utcMicroPtr(j.StartedAt), FinishedAt: utcMicroPtr(j.FinishedAt)}
-	if r := j.Report; r != nil {
-		rep := &SelfCheckReport{Outcome: SelfCheckOutcome(r.Outcome), Truncated: r.Truncated, RowsCompared: r.RowsCompared,
-			Missing: r.Missing, Extra: r.Extra, Differing: r.Differing, InFlight: r.InFlight,
-			PausedColumns: r.PausedColumns, StartedAt: utcMicro(r.StartedAt), FinishedAt: utcMicro(r.FinishedAt)}
-		for _, d := range r.Divergences {
-			rep.Divergences = append(rep.Divergences, Divergence{Kind: DivergenceKind(d.Kind), Key: d.Key,
-				Columns: d.Columns, Target: d.Target, Recomputed: d.Recomputed})
-		}
-		if h := r.HeldKeys; h != nil {
-			rep.HeldKeys = &HeldKeys{Count: h.Count, OldestPoisonedAt: utcMicro(h.OldestPoisonedAt)}
-		}
-		for _, d := range r.DrainFailures {
-			rep.DrainFailures = append(rep.DrainFailures, DrainFailure{SegSeq: d.SegSeq, Tables: d.Tables, Error: d.Error,
-				SQLState: d.SQLState, Since: utcMicro(d.Since), LastSeen: utcMicro(d.LastSeen), Attempts: d.Attempts})
-		}
-		out.Report = rep
-	}
-	return out
 }

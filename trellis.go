@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/trellis-pg/trellis/internal/capture"
@@ -65,13 +66,28 @@ func poolConfig(opts Options, name string) (*pgxpool.Config, error) {
 	}
 	cfg.MaxConns = opts.MaxConns
 	cfg.MinConns = 0
-	cfg.ConnConfig.RuntimeParams["application_name"] = name
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		cfg.ConnConfig.RuntimeParams["application_name"] = name // the user's own, if any, is kept
+	}
 	// A cancelled context sends PostgreSQL a cancel request, so the server
 	// stops the work at once instead of finishing it for nobody.
 	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, CancelRequestDelay: 0, DeadlineDelay: 2 * time.Second}
 	}
+	cfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
+		scanTimesInUTC(conn.TypeMap())
+		return nil
+	}
 	return cfg, nil
+}
+
+// scanTimesInUTC makes a connection read every timestamptz in UTC. It is
+// the one place times are normalised: PostgreSQL keeps microseconds, so
+// what every layer reads is UTC at microsecond precision as it comes.
+func scanTimesInUTC(m *pgtype.Map) {
+	tz := &pgtype.Type{Name: "timestamptz", OID: pgtype.TimestamptzOID, Codec: &pgtype.TimestamptzCodec{ScanLocation: time.UTC}}
+	m.RegisterType(tz)
+	m.RegisterType(&pgtype.Type{Name: "_timestamptz", OID: pgtype.TimestamptzArrayOID, Codec: &pgtype.ArrayCodec{ElementType: tz}})
 }
 
 // Connect connects to the database and starts the background work opts asks
@@ -311,23 +327,7 @@ func (c *Client) Migrate(ctx context.Context) error {
 // client's own connections, and reports what it did. A statement that does
 // not parse is a CodeParse error and applies nothing.
 func (c *Client) Apply(ctx context.Context, statement string) (Applied, error) {
-	res, err := c.apply(ctx, "applying a statement", statement, false)
-	if err != nil {
-		return nil, err
-	}
-	switch res.Kind {
-	case "defined":
-		return TransformDefined{Target: res.Target}, nil
-	case "paused":
-		return Paused{Addresses: res.Addresses}, nil
-	case "resumed":
-		return Resumed{Addresses: res.Addresses}, nil
-	case "dropped":
-		return Dropped{Target: res.Target}, nil
-	case "altered":
-		return Altered{Target: res.Target}, nil
-	}
-	return nil, newError(CodeInternal, "statement applied with an unknown result %q", res.Kind)
+	return c.apply(ctx, "applying a statement", statement, false)
 }
 
 // Define registers a TRANSFORM statement and creates its target table, and
@@ -336,27 +336,33 @@ func (c *Client) Apply(ctx context.Context, statement string) (Applied, error) {
 // form is refused with CodeValidation before anything is applied.
 func (c *Client) Define(ctx context.Context, statement string) (string, error) {
 	res, err := c.apply(ctx, "defining a transform", statement, true)
-	return res.Target, err
+	if err != nil {
+		return "", err
+	}
+	return res.(TransformDefined).Target, nil
 }
 
 // apply parses a statement, then runs it within the call's deadline. The
 // parse needs no database; the first one in a process initialises the
 // parser, which is not charged to the call's deadline.
-func (c *Client) apply(ctx context.Context, op, statement string, onlyTransform bool) (engine.Result, error) {
+func (c *Client) apply(ctx context.Context, op, statement string, onlyTransform bool) (Applied, error) {
 	if c.closed.Load() {
-		return engine.Result{}, errClosed
+		return nil, errClosed
 	}
 	st, err := engine.Parse(statement)
 	if err != nil {
-		return engine.Result{}, translate(ctx, op, err)
+		return nil, translate(ctx, op, err)
 	}
-	var res engine.Result
+	var res Applied
 	err = c.call(ctx, op, func(ctx context.Context) error {
 		var err error
 		res, err = c.eng.ApplyParsed(ctx, st, statement, onlyTransform)
 		return err
 	})
-	return res, err
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // RequestBackfill re-reads a captured source table ("orders" or
@@ -376,55 +382,9 @@ func (c *Client) RequestBackfill(ctx context.Context, sourceTable string) error 
 func (c *Client) Status(ctx context.Context, target string) (*Status, error) {
 	var st *Status
 	err := c.call(ctx, "reading a status", func(ctx context.Context) error {
-		info, err := c.eng.Status(ctx, target)
-		if err != nil || info == nil {
-			return err
-		}
-		t := info.Transform
-		st = &Status{
-			Target:             t.Target.String(),
-			State:              State(t.State),
-			Since:              t.StateSince.UTC().Truncate(time.Microsecond),
-			Statement:          t.Statement,
-			PausedReason:       t.PausedReason,
-			BackfillingColumns: info.BackfillingColumns,
-			BuildRows:          t.BuildRows,
-		}
-		if t.FailureKind != "" {
-			cols := t.FailureColumns
-			if cols == nil {
-				cols = []string{}
-			}
-			st.CaptureFailure = &CaptureFailure{Kind: CaptureFailureKind(t.FailureKind), SourceTable: t.FailureTable,
-				Error: t.FailureError, Columns: cols, DetectedAt: t.FailureAt.Truncate(time.Microsecond)}
-		}
-		if t.BuildAttempts > 0 {
-			st.BackfillFailure = &BackfillFailure{Attempts: t.BuildAttempts, LastError: t.BuildError,
-				NextAttemptAt: t.BuildNextAt.Truncate(time.Microsecond)}
-		}
-		if cw := info.CaptureWait; cw != nil {
-			st.CaptureWait = &CaptureWait{Operation: cw.Operation, Table: cw.Table, LockMode: cw.LockMode,
-				Blockers: cw.Blockers, Since: cw.Since.Truncate(time.Microsecond)}
-		}
-		st.PausedUpstreamColumns = info.PausedUpstream
-		if h := info.Held; h != nil {
-			st.HeldKeys = &HeldKeys{Count: h.Count, OldestPoisonedAt: h.Oldest.Truncate(time.Microsecond)}
-		}
-		if st.State == StateLive && len(st.PausedUpstreamColumns) > 0 {
-			st.State = StateCatchingUp
-		}
-		for _, g := range info.IndexGaps {
-			st.SourceIndexGaps = append(st.SourceIndexGaps, SourceIndexGap{Table: g.Table, Columns: g.Columns,
-				Role: IndexRole(g.Role), OptedOut: g.OptedOut, Fix: g.Fix})
-		}
-		for _, c := range info.Corrections {
-			st.Correcting = append(st.Correcting, CorrectingNode{Node: c.Node, Since: c.Since})
-		}
-		if d := info.DrainFailure; d != nil {
-			st.DrainFailure = &DrainFailure{SegSeq: d.SegSeq, Tables: d.Tables, Error: d.Error, SQLState: d.SQLState,
-				Since: d.Since, LastSeen: d.LastSeen, Attempts: d.Attempts}
-		}
-		return nil
+		var err error
+		st, err = c.eng.Status(ctx, target)
+		return err
 	})
 	return st, err
 }

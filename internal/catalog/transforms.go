@@ -87,12 +87,12 @@ func scanTransform(row pgx.Row) (*Transform, error) {
 	}
 	t.BuildError = deref(berr)
 	if bnext != nil {
-		t.BuildNextAt = bnext.UTC()
+		t.BuildNextAt = *bnext
 	}
 	if fkind != nil {
 		t.FailureKind, t.FailureTable, t.FailureError = *fkind, deref(ftable), deref(ferr)
 		if fat != nil {
-			t.FailureAt = fat.UTC()
+			t.FailureAt = *fat
 		}
 	}
 	if reason != nil {
@@ -101,8 +101,6 @@ func scanTransform(row pgx.Row) (*Transform, error) {
 	if err := json.Unmarshal(spec, &t.Spec); err != nil {
 		return nil, fmt.Errorf("decoding the definition of %s: %w", t.Target, err)
 	}
-	t.StateSince = t.StateSince.UTC()
-	t.CreatedAt = t.CreatedAt.UTC()
 	return &t, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/errs"
 	"github.com/trellis-pg/trellis/internal/grammar"
 	"github.com/trellis-pg/trellis/internal/plan"
+	"github.com/trellis-pg/trellis/trellistype"
 )
 
 // side is one table of a definition, resolved: what compilation reads
@@ -74,20 +75,20 @@ func (e *Engine) loadSide(ctx context.Context, tx pgx.Tx, ref grammar.TableRef) 
 	return s, rows.Err()
 }
 
-func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) (Result, error) {
+func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) (trellistype.Applied, error) {
 	if len(s.Joins) > 1 {
-		return Result{}, errs.New(errs.Validation, "a transform may have one JOIN")
+		return nil, errs.New(errs.Validation, "a transform may have one JOIN")
 	}
 	if len(s.GroupBy) == 0 {
 		for _, it := range s.Select {
 			if it.HasAggregate {
-				return Result{}, errs.New(errs.Validation, "column %s uses an aggregate: aggregates need GROUP BY", it.Name)
+				return nil, errs.New(errs.Validation, "column %s uses an aggregate: aggregates need GROUP BY", it.Name)
 			}
 		}
 	}
 	tgt := e.target(s.Target)
 	if tgt.Schema == e.Cat.Schema {
-		return Result{}, errs.New(errs.Validation, "a target cannot be created in Trellis's catalog schema %q", e.Cat.Schema)
+		return nil, errs.New(errs.Validation, "a target cannot be created in Trellis's catalog schema %q", e.Cat.Schema)
 	}
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
 		from, err := e.loadSide(ctx, tx, s.From)
@@ -163,9 +164,9 @@ func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) 
 		return e.notifyStaging(ctx, tx)
 	})
 	if err != nil {
-		return Result{}, err
+		return nil, err
 	}
-	return Result{Kind: "defined", Target: tgt.String()}, nil
+	return trellistype.TransformDefined{Target: tgt.String()}, nil
 }
 
 // registerSource records a source (or widens what its capture records)

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
@@ -27,6 +26,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/ledger"
 	"github.com/trellis-pg/trellis/internal/pgerr"
 	"github.com/trellis-pg/trellis/internal/plan"
+	"github.com/trellis-pg/trellis/trellistype"
 )
 
 // Engine runs statements and reads for one instance.
@@ -38,13 +38,6 @@ type Engine struct {
 	Drain        *drain.Engine // re-derives released keys
 	// Ledger answers watermark waits (the call pool's).
 	Ledger *ledger.Ledger
-}
-
-// Result is what a statement did.
-type Result struct {
-	Kind      string // "defined", "paused", "resumed", "dropped", "altered"
-	Target    string // schema.table
-	Addresses []string
 }
 
 // Parse parses a statement into an engine error on failure: CodeParse for
@@ -63,9 +56,9 @@ func Parse(text string) (grammar.Statement, error) {
 }
 
 // ApplyParsed runs a parsed statement.
-func (e *Engine) ApplyParsed(ctx context.Context, st grammar.Statement, text string, onlyTransform bool) (Result, error) {
+func (e *Engine) ApplyParsed(ctx context.Context, st grammar.Statement, text string, onlyTransform bool) (trellistype.Applied, error) {
 	if _, ok := st.(*grammar.Transform); onlyTransform && !ok {
-		return Result{}, errs.New(errs.Validation, "only TRANSFORM statements can be defined; use Apply for PAUSE, RESUME, DROP and ALTER")
+		return nil, errs.New(errs.Validation, "only TRANSFORM statements can be defined; use Apply for PAUSE, RESUME, DROP and ALTER")
 	}
 	switch s := st.(type) {
 	case *grammar.Transform:
@@ -79,7 +72,7 @@ func (e *Engine) ApplyParsed(ctx context.Context, st grammar.Statement, text str
 	case *grammar.Alter:
 		return e.alter(ctx, s)
 	}
-	return Result{}, errs.New(errs.Internal, "unknown statement %T", st)
+	return nil, errs.New(errs.Internal, "unknown statement %T", st)
 }
 
 // inTx runs fn in a transaction holding the instance's DDL lock, which
@@ -218,8 +211,8 @@ func (e *Engine) resolveAddress(ctx context.Context, tx pgx.Tx, a grammar.Addres
 	return nil, "", errs.New(errs.Validation, "an address is a transform or transform.column")
 }
 
-func (e *Engine) pause(ctx context.Context, a grammar.Address) (Result, error) {
-	var res Result
+func (e *Engine) pause(ctx context.Context, a grammar.Address) (trellistype.Applied, error) {
+	var res trellistype.Paused
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
 		t, col, err := e.resolveAddress(ctx, tx, a, true)
 		if err != nil {
@@ -232,26 +225,28 @@ func (e *Engine) pause(ctx context.Context, a grammar.Address) (Result, error) {
 			if _, err := tx.Exec(ctx, e.Cat.SQL(sqlColumnPause), t.ID, col); err != nil {
 				return err
 			}
-			res = Result{Kind: "paused", Target: t.Target.String(), Addresses: []string{t.Target.Name + "." + col}}
+			res.Addresses = []string{t.Target.Name + "." + col}
 			return e.Cat.BumpGen(ctx, tx)
 		}
 		if _, err := tx.Exec(ctx, e.Cat.SQL(sqlSetPaused), t.ID, "paused by PAUSE TRANSFORM"); err != nil {
 			return err
 		}
-		res = Result{Kind: "paused", Target: t.Target.String(), Addresses: []string{t.Target.Name}}
+		res.Addresses = []string{t.Target.Name}
 		return e.Cat.BumpGen(ctx, tx)
 	})
-	return res, err
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
-func (e *Engine) resume(ctx context.Context, a grammar.Address) (Result, error) {
-	var res Result
+func (e *Engine) resume(ctx context.Context, a grammar.Address) (trellistype.Applied, error) {
+	res := trellistype.Resumed{Addresses: []string{}}
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
 		t, col, err := e.resolveAddress(ctx, tx, a, true)
 		if err != nil {
 			return err
 		}
-		res = Result{Kind: "resumed", Target: t.Target.String(), Addresses: []string{}}
 		if col != "" {
 			i := slices.IndexFunc(t.Spec.Columns, func(c plan.Column) bool { return c.Name == col })
 			if i < 0 || !t.Spec.Columns[i].Paused {
@@ -329,7 +324,10 @@ func (e *Engine) resume(ctx context.Context, a grammar.Address) (Result, error) 
 		}
 		return e.notifyStaging(ctx, tx)
 	})
-	return res, err
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // DetectCaptureDisruptions pauses now the readers of every source whose
@@ -386,8 +384,8 @@ func (e *Engine) readers(ctx context.Context, tx pgx.Tx, t *catalog.Transform) (
 	return names, specs, rows.Err()
 }
 
-func (e *Engine) drop(ctx context.Context, n grammar.Name) (Result, error) {
-	var res Result
+func (e *Engine) drop(ctx context.Context, n grammar.Name) (trellistype.Applied, error) {
+	var res trellistype.Dropped
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
 		name := n.Name
 		if n.Schema != "" {
@@ -413,17 +411,20 @@ func (e *Engine) drop(ctx context.Context, n grammar.Name) (Result, error) {
 		if _, err := tx.Exec(ctx, e.Cat.SQL(sqlDeleteTrans), t.ID); err != nil {
 			return err
 		}
-		res = Result{Kind: "dropped", Target: t.Target.String()}
+		res.Target = t.Target.String()
 		if err := e.Cat.BumpGen(ctx, tx); err != nil {
 			return err
 		}
 		return e.notifyStaging(ctx, tx)
 	})
-	return res, err
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
-func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (Result, error) {
-	var res Result
+func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (trellistype.Applied, error) {
+	var res trellistype.Altered
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
 		name := s.Target.Name
 		if s.Target.Schema != "" {
@@ -528,13 +529,16 @@ func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (Result, error) {
 		if _, err := tx.Exec(ctx, e.Cat.SQL(sqlSetSpec), t.ID, raw); err != nil {
 			return err
 		}
-		res = Result{Kind: "altered", Target: t.Target.String()}
+		res.Target = t.Target.String()
 		if err := e.Cat.BumpGen(ctx, tx); err != nil {
 			return err
 		}
 		return e.notifyStaging(ctx, tx)
 	})
-	return res, err
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // setColumnPaused marks one column of a transform paused or not.
@@ -591,38 +595,8 @@ func (e *Engine) RequestBackfill(ctx context.Context, table string) error {
 	})
 }
 
-// StatusInfo is what Status reads of one transform.
-type StatusInfo struct {
-	Transform          *catalog.Transform
-	CaptureWait        *CaptureWait
-	BackfillingColumns []string
-	DrainFailure       *DrainFailure
-	IndexGaps          []IndexGap
-	Corrections        []Correction
-	PausedUpstream     []string
-	Held               *Held
-}
-
-// CaptureWait is a capture install or widen waiting for its table's lock.
-type CaptureWait struct {
-	Operation, Table, LockMode string
-	Blockers                   []string
-	Since                      time.Time
-}
-
-// DrainFailure is a page that keeps failing.
-type DrainFailure struct {
-	SegSeq   int64
-	Tables   []string
-	Error    string
-	SQLState *string
-	Since    time.Time
-	LastSeen time.Time
-	Attempts int
-}
-
 // Status reads one transform's state; nil when no transform writes target.
-func (e *Engine) Status(ctx context.Context, target string) (*StatusInfo, error) {
+func (e *Engine) Status(ctx context.Context, target string) (*trellistype.Status, error) {
 	// One snapshot for every part, so the parts agree with each other.
 	tx, err := e.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -633,46 +607,66 @@ func (e *Engine) Status(ctx context.Context, target string) (*StatusInfo, error)
 	if err != nil || t == nil {
 		return nil, err
 	}
-	info := &StatusInfo{Transform: t}
+	st := &trellistype.Status{
+		Target:       t.Target.String(),
+		State:        trellistype.State(t.State),
+		Since:        t.StateSince,
+		Statement:    t.Statement,
+		PausedReason: t.PausedReason,
+		BuildRows:    t.BuildRows,
+	}
+	if t.FailureKind != "" {
+		cols := t.FailureColumns
+		if cols == nil {
+			cols = []string{}
+		}
+		st.CaptureFailure = &trellistype.CaptureFailure{Kind: trellistype.CaptureFailureKind(t.FailureKind),
+			SourceTable: t.FailureTable, Error: t.FailureError, Columns: cols, DetectedAt: t.FailureAt}
+	}
+	if t.BuildAttempts > 0 {
+		st.BackfillFailure = &trellistype.BackfillFailure{Attempts: t.BuildAttempts, LastError: t.BuildError,
+			NextAttemptAt: t.BuildNextAt}
+	}
 	rows, err := tx.Query(ctx, e.Cat.SQL(sqlColumnBuilds), t.ID)
 	if err != nil {
 		return nil, err
 	}
-	if info.BackfillingColumns, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+	if st.BackfillingColumns, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
 		return nil, err
 	}
-	var df DrainFailure
+	var df trellistype.DrainFailure
 	err = tx.QueryRow(ctx, e.Cat.SQL(sqlDrainFailure), t.Spec.Source.Schema+"."+t.Spec.Source.Table).
 		Scan(&df.SegSeq, &df.Tables, &df.Error, &df.SQLState, &df.Since, &df.LastSeen, &df.Attempts)
 	switch {
 	case err == nil:
-		df.Since, df.LastSeen = df.Since.UTC(), df.LastSeen.UTC()
-		info.DrainFailure = &df
+		st.DrainFailure = &df
 	case !errors.Is(err, pgx.ErrNoRows):
 		return nil, err
 	}
-	var cw CaptureWait
+	var cw trellistype.CaptureWait
 	err = tx.QueryRow(ctx, e.Cat.SQL(sqlCaptureWait), t.ID).Scan(&cw.Operation, &cw.Table, &cw.LockMode, &cw.Blockers, &cw.Since)
 	switch {
 	case err == nil:
-		cw.Since = cw.Since.UTC()
-		info.CaptureWait = &cw
+		st.CaptureWait = &cw
 	case !errors.Is(err, pgx.ErrNoRows):
 		return nil, err
 	}
-	if info.IndexGaps, err = e.IndexGaps(ctx, tx, t.Spec); err != nil {
+	if st.SourceIndexGaps, err = e.IndexGaps(ctx, tx, t.Spec); err != nil {
 		return nil, err
 	}
-	if info.Corrections, err = e.Corrections(ctx, tx, t.ID); err != nil {
+	if st.Correcting, err = e.Corrections(ctx, tx, t.ID); err != nil {
 		return nil, err
 	}
-	if info.PausedUpstream, err = e.PausedUpstream(ctx, tx, t); err != nil {
+	if st.PausedUpstreamColumns, err = e.PausedUpstream(ctx, tx, t); err != nil {
 		return nil, err
 	}
-	if info.Held, err = e.heldKeys(ctx, tx, t.ID); err != nil {
+	if st.HeldKeys, err = e.heldKeys(ctx, tx, t.ID); err != nil {
 		return nil, err
 	}
-	return info, nil
+	if st.State == trellistype.StateLive && len(st.PausedUpstreamColumns) > 0 {
+		st.State = trellistype.StateCatchingUp
+	}
+	return st, nil
 }
 
 // LockHeld reports whether the advisory lock key is held by any session

@@ -17,41 +17,12 @@ import (
 	"github.com/trellis-pg/trellis/internal/grammar"
 	"github.com/trellis-pg/trellis/internal/pgerr"
 	"github.com/trellis-pg/trellis/internal/plan"
+	"github.com/trellis-pg/trellis/trellistype"
 )
 
-// QuarantineEntry is one quarantined or paused target: a transform or one
-// of its columns.
-type QuarantineEntry struct {
-	Address  string // "t" or "t.col"
-	State    string // catalog state; a column is "paused" or "live"
-	Since    time.Time
-	Reason   string
-	Error    string
-	SQLState string
-	Rows     int64 // a column's sample rows, a transform's held keys
-	// Held are a transform's held keys (Rows of them); OldestPoisoned is
-	// zero when it holds none.
-	OldestPoisoned time.Time
-}
-
-// Sample is one quarantined row.
-type Sample struct {
-	Transform string // schema.table
-	SrcTable  string
-	Key       string
-	Error     string
-	At        time.Time
-}
-
-// Held is how many keys a transform holds, and when the oldest was poisoned.
-type Held struct {
-	Count  int64
-	Oldest time.Time
-}
-
 // heldKeys reads a transform's held keys; nil when it holds none.
-func (e *Engine) heldKeys(ctx context.Context, q catalog.Querier, id int) (*Held, error) {
-	var h Held
+func (e *Engine) heldKeys(ctx context.Context, q catalog.Querier, id int) (*trellistype.HeldKeys, error) {
+	var h trellistype.HeldKeys
 	var oldest *time.Time
 	if err := q.QueryRow(ctx, e.Cat.SQL(sqlHeldKeys), id).Scan(&h.Count, &oldest); err != nil {
 		return nil, err
@@ -59,7 +30,7 @@ func (e *Engine) heldKeys(ctx context.Context, q catalog.Querier, id int) (*Held
 	if h.Count == 0 || oldest == nil {
 		return nil, nil
 	}
-	h.Oldest = oldest.UTC()
+	h.OldestPoisonedAt = *oldest
 	return &h, nil
 }
 
@@ -71,8 +42,8 @@ func (e *Engine) readTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 
 // Quarantined lists every paused or quarantined column, every paused
 // transform and every transform holding keys, by address.
-func (e *Engine) Quarantined(ctx context.Context) ([]QuarantineEntry, error) {
-	var out []QuarantineEntry
+func (e *Engine) Quarantined(ctx context.Context) ([]trellistype.QuarantineEntry, error) {
+	var out []trellistype.QuarantineEntry
 	err := e.readTx(ctx, func(tx pgx.Tx) error {
 		ts, _, err := e.Cat.Transforms(ctx, tx)
 		if err != nil {
@@ -87,13 +58,13 @@ func (e *Engine) Quarantined(ctx context.Context) ([]QuarantineEntry, error) {
 		}
 		return nil
 	})
-	slices.SortFunc(out, func(a, b QuarantineEntry) int { return strings.Compare(a.Address, b.Address) })
+	slices.SortFunc(out, func(a, b trellistype.QuarantineEntry) int { return strings.Compare(a.Target, b.Target) })
 	return out, err
 }
 
 // QuarantineStatus reports one address: a transform or one of its columns.
-func (e *Engine) QuarantineStatus(ctx context.Context, address string) (QuarantineEntry, error) {
-	var out QuarantineEntry
+func (e *Engine) QuarantineStatus(ctx context.Context, address string) (trellistype.QuarantineEntry, error) {
+	var out trellistype.QuarantineEntry
 	err := e.readTx(ctx, func(tx pgx.Tx) error {
 		t, col, err := e.address(ctx, tx, address)
 		if err != nil {
@@ -131,16 +102,16 @@ func (e *Engine) address(ctx context.Context, tx pgx.Tx, address string) (*catal
 // (live or not); with onlyQuarantined, the paused columns and the
 // transform's own when it is paused or holds keys; otherwise the
 // transform's own.
-func (e *Engine) entries(ctx context.Context, tx pgx.Tx, t *catalog.Transform, col string, onlyQuarantined bool) ([]QuarantineEntry, error) {
-	var out []QuarantineEntry
+func (e *Engine) entries(ctx context.Context, tx pgx.Tx, t *catalog.Transform, col string, onlyQuarantined bool) ([]trellistype.QuarantineEntry, error) {
+	var out []trellistype.QuarantineEntry
 	if col != "" || onlyQuarantined {
-		quar := map[string]QuarantineEntry{}
+		quar := map[string]trellistype.QuarantineEntry{}
 		rows, err := tx.Query(ctx, e.Cat.SQL(sqlQuarantinedColumns), t.ID)
 		if err != nil {
 			return nil, err
 		}
 		for rows.Next() {
-			var q QuarantineEntry
+			var q trellistype.QuarantineEntry
 			var name string
 			var state *string
 			if err := rows.Scan(&name, &q.Error, &state, &q.Since, &q.Rows); err != nil {
@@ -161,17 +132,16 @@ func (e *Engine) entries(ctx context.Context, tx pgx.Tx, t *catalog.Transform, c
 				continue
 			}
 			q := quar[c.Name]
-			q.Address = t.Target.Name + "." + c.Name
-			q.State = catalog.StateLive
+			q.Target = t.Target.Name + "." + c.Name
+			q.State = trellistype.StateLive
 			if c.Paused {
-				q.State = catalog.StatePaused
-				q.Since = q.Since.UTC()
-				q.Reason = "paused by PAUSE TRANSFORM " + q.Address
+				q.State = trellistype.StatePaused
+				q.Reason = "paused by PAUSE TRANSFORM " + q.Target
 				if q.Error != "" {
-					q.Reason = fmt.Sprintf("quarantined: its expression failed on %d row(s) (%s); the other columns keep applying. Fix those rows (sample %s to list them), then RESUME TRANSFORM %s", q.Rows, q.Error, q.Address, q.Address)
+					q.Reason = fmt.Sprintf("quarantined: its expression failed on %d row(s) (%s); the other columns keep applying. Fix those rows (sample %s to list them), then RESUME TRANSFORM %s", q.Rows, q.Error, q.Target, q.Target)
 				}
 			} else {
-				q = QuarantineEntry{Address: q.Address, State: catalog.StateLive}
+				q = trellistype.QuarantineEntry{Target: q.Target, State: trellistype.StateLive}
 			}
 			out = append(out, q)
 		}
@@ -186,16 +156,16 @@ func (e *Engine) entries(ctx context.Context, tx pgx.Tx, t *catalog.Transform, c
 	if onlyQuarantined && held == nil && t.State != catalog.StatePaused {
 		return out, nil
 	}
-	q := QuarantineEntry{Address: t.Target.Name, State: t.State}
+	q := trellistype.QuarantineEntry{Target: t.Target.Name, State: trellistype.State(t.State)}
 	switch {
 	case t.State == catalog.StatePaused:
-		q.Since, q.Reason, q.Error = t.StateSince.UTC(), t.PausedReason, t.FailureError
+		q.Since, q.Reason, q.Error = t.StateSince, t.PausedReason, t.FailureError
 	case held != nil:
-		q.Since = held.Oldest
+		q.Since = held.OldestPoisonedAt
 		q.Reason = fmt.Sprintf("holds %d poisoned key(s) whose changes are not applied (sample %s to list them); fix their rows, then release each key or RESUME TRANSFORM %s", held.Count, t.Target.Name, t.Target.Name)
 	}
 	if held != nil {
-		q.Rows, q.OldestPoisoned = held.Count, held.Oldest
+		q.Rows, q.HeldKeys = held.Count, held
 		if q.Error == "" {
 			if err := tx.QueryRow(ctx, e.Cat.SQL(sqlOldestHeldError), t.ID).Scan(&q.Error, &q.SQLState); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return nil, err
@@ -205,17 +175,10 @@ func (e *Engine) entries(ctx context.Context, tx pgx.Tx, t *catalog.Transform, c
 	return append(out, q), nil
 }
 
-// SampleCursor is where a sample page ends.
-type SampleCursor struct {
-	SrcTable string
-	Key      string
-}
-
 // SampleQuarantined pages the rows quarantined under an address: a
 // column's failed rows, or a transform's held keys, by (src_table, key).
-func (e *Engine) SampleQuarantined(ctx context.Context, address string, limit int, after *SampleCursor) ([]Sample, *SampleCursor, error) {
-	var out []Sample
-	var next *SampleCursor
+func (e *Engine) SampleQuarantined(ctx context.Context, address string, limit int, after *trellistype.Cursor) (trellistype.SamplePage, error) {
+	var page trellistype.SamplePage
 	err := e.readTx(ctx, func(tx pgx.Tx) error {
 		t, col, err := e.address(ctx, tx, address)
 		if err != nil {
@@ -223,43 +186,34 @@ func (e *Engine) SampleQuarantined(ctx context.Context, address string, limit in
 		}
 		var aTable, aKey *string
 		if after != nil {
-			aTable, aKey = &after.SrcTable, &after.Key
+			table, key := after.After()
+			aTable, aKey = &table, &key
 		}
 		rows, err := tx.Query(ctx, e.Cat.SQL(sqlSample), t.ID, col, aTable, aKey, limit+1)
 		if err != nil {
 			return err
 		}
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Sample, error) {
-			var s Sample
-			err := r.Scan(&s.SrcTable, &s.Key, &s.Error, &s.At)
-			s.Transform, s.At = t.Target.String(), s.At.UTC()
-			return s, err
-		})
+		page.Samples, err = pgx.CollectRows(rows, pgx.RowToStructByPos[trellistype.PoisonSample])
 		if err != nil {
 			return err
 		}
-		if len(out) > limit {
-			out = out[:limit]
-			last := out[limit-1]
-			next = &SampleCursor{SrcTable: last.SrcTable, Key: last.Key}
+		if len(page.Samples) > limit {
+			page.Samples = page.Samples[:limit]
+			last := page.Samples[limit-1]
+			page.NextCursor = trellistype.NewCursor(last.SrcTable, last.Key)
 		}
 		return nil
 	})
-	return out, next, err
+	return page, err
 }
 
 // PoisonedSince lists the keys poisoned after since, oldest first.
-func (e *Engine) PoisonedSince(ctx context.Context, since time.Time) ([]Sample, error) {
+func (e *Engine) PoisonedSince(ctx context.Context, since time.Time) ([]trellistype.PoisonEntry, error) {
 	rows, err := e.Pool.Query(ctx, e.Cat.SQL(sqlPoisonedSince), since)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Sample, error) {
-		var s Sample
-		err := r.Scan(&s.Transform, &s.SrcTable, &s.Key, &s.Error, &s.At)
-		s.At = s.At.UTC()
-		return s, err
-	})
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[trellistype.PoisonEntry])
 }
 
 // ReleaseKey releases one key a transform holds and re-derives it from its

@@ -127,7 +127,7 @@ SELECT c.column_name, c.error, c.sqlstate, c.since,
        (SELECT count(*) FROM %[1]s.quarantine q WHERE q.transform_id = c.transform_id AND q.column_name = c.column_name)
 FROM %[1]s.quarantined_columns c WHERE c.transform_id = $1`
 	sqlSample = `
-SELECT src_table, key_text, error, at FROM %[1]s.quarantine
+SELECT src_table, key_text, error FROM %[1]s.quarantine
 WHERE transform_id = $1 AND column_name = $2
   AND ($3::text IS NULL OR (src_table, key_text) > ($3::text, $4::text))
 ORDER BY src_table, key_text LIMIT $5`

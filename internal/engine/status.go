@@ -6,35 +6,20 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/ident"
 	"github.com/trellis-pg/trellis/internal/plan"
+	"github.com/trellis-pg/trellis/trellistype"
 )
-
-// IndexGap is a source index a GROUP BY or JOIN transform needs and lacks.
-type IndexGap struct {
-	Table    string
-	Columns  []string
-	Role     string // group_by, join_from, join_joined
-	OptedOut bool
-	Fix      string
-}
-
-// Correction is a partition a transform is being corrected for.
-type Correction struct {
-	Node  string
-	Since time.Time
-}
 
 var plainColumn = regexp.MustCompile(`^(?:"?[A-Za-z_][A-Za-z0-9_$]*"?\.)?"?([A-Za-z_][A-Za-z0-9_$ ]*)"?$`)
 
 // neededIndexes lists the indexes a definition's maintenance relies on.
-func neededIndexes(spec plan.Spec) []IndexGap {
-	var out []IndexGap
+func neededIndexes(spec plan.Spec) []trellistype.SourceIndexGap {
+	var out []trellistype.SourceIndexGap
 	table := func(s plan.Source) string { return s.Schema + "." + s.Table }
 	if len(spec.GroupBy) > 0 {
 		groupSide := spec.Source
@@ -49,7 +34,7 @@ func neededIndexes(spec plan.Spec) []IndexGap {
 				cols = append(cols, g)
 			}
 		}
-		out = append(out, IndexGap{Table: table(groupSide), Columns: cols, Role: "group_by"})
+		out = append(out, trellistype.SourceIndexGap{Table: table(groupSide), Columns: cols, Role: trellistype.RoleGroupBy})
 	}
 	if j := spec.Join; j != nil {
 		var from, joined []string
@@ -58,8 +43,8 @@ func neededIndexes(spec plan.Spec) []IndexGap {
 			joined = append(joined, on.Joined)
 		}
 		out = append(out,
-			IndexGap{Table: table(spec.Source), Columns: from, Role: "join_from"},
-			IndexGap{Table: table(j.Source), Columns: joined, Role: "join_joined"})
+			trellistype.SourceIndexGap{Table: table(spec.Source), Columns: from, Role: trellistype.RoleJoinFrom},
+			trellistype.SourceIndexGap{Table: table(j.Source), Columns: joined, Role: trellistype.RoleJoinJoined})
 	}
 	for i := range out {
 		out[i].OptedOut = spec.WithoutSourceIndex
@@ -83,8 +68,8 @@ func normalizeExpr(s string) string {
 }
 
 // IndexGaps returns the indexes a transform needs that its sources lack.
-func (e *Engine) IndexGaps(ctx context.Context, q catalog.Querier, spec plan.Spec) ([]IndexGap, error) {
-	var gaps []IndexGap
+func (e *Engine) IndexGaps(ctx context.Context, q catalog.Querier, spec plan.Spec) ([]trellistype.SourceIndexGap, error) {
+	var gaps []trellistype.SourceIndexGap
 	for _, g := range neededIndexes(spec) {
 		schema, name, _ := strings.Cut(g.Table, ".")
 		rows, err := q.Query(ctx, sqlIndexLeads, ident.Qualified(schema, name), len(g.Columns))
@@ -120,15 +105,14 @@ func (e *Engine) IndexGaps(ctx context.Context, q catalog.Querier, spec plan.Spe
 }
 
 // Corrections lists the partitions a transform is being corrected for.
-func (e *Engine) Corrections(ctx context.Context, q catalog.Querier, id int) ([]Correction, error) {
+func (e *Engine) Corrections(ctx context.Context, q catalog.Querier, id int) ([]trellistype.CorrectingNode, error) {
 	rows, err := q.Query(ctx, e.Cat.SQL(sqlCorrections), id)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Correction, error) {
-		var c Correction
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (trellistype.CorrectingNode, error) {
+		var c trellistype.CorrectingNode
 		err := r.Scan(&c.Node, &c.Since)
-		c.Since = c.Since.UTC()
 		return c, err
 	})
 }

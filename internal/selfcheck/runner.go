@@ -17,6 +17,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/drain"
 	"github.com/trellis-pg/trellis/internal/ledger"
 	"github.com/trellis-pg/trellis/internal/plan"
+	"github.com/trellis-pg/trellis/trellistype"
 )
 
 // Tuning of a check.
@@ -78,7 +79,7 @@ type claimed struct {
 	id          int64
 	claim       int64
 	transformID int
-	mode        string
+	mode        trellistype.SelfCheckMode
 	timeout     time.Duration
 }
 
@@ -102,7 +103,7 @@ func (r *Runner) RunOne(ctx context.Context) (bool, error) {
 
 // jobError ends a job in state (failed or cancelled) with its message.
 type jobError struct {
-	state string
+	state trellistype.SelfCheckState
 	msg   string
 }
 
@@ -155,21 +156,21 @@ func (r *Runner) run(ctx context.Context, j claimed) {
 		_, ferr = r.Pool.Exec(fctx, r.Cat.SQL(sqlRequeue), j.id, j.claim)
 		log.Info("self-check queued again: its runner is stopping")
 	case err != nil:
-		state := StateFailed
+		state := trellistype.SelfCheckFailed
 		var je *jobError
 		if errors.As(err, &je) {
 			state = je.state
 		}
 		msg := err.Error()
 		_, ferr = r.Pool.Exec(fctx, r.Cat.SQL(sqlFinish), j.id, j.claim, state, nil, msg, nil)
-		log.Warn("self-check "+state, "error", msg)
+		log.Warn("self-check "+string(state), "error", msg)
 	default:
-		raw, jerr := json.Marshal(rep)
+		raw, jerr := json.Marshal((*storedReport)(rep))
 		if jerr != nil {
 			ferr = jerr
 			break
 		}
-		_, ferr = r.Pool.Exec(fctx, r.Cat.SQL(sqlFinish), j.id, j.claim, StateDone, raw, nil, rep.RowsCompared)
+		_, ferr = r.Pool.Exec(fctx, r.Cat.SQL(sqlFinish), j.id, j.claim, trellistype.SelfCheckDone, raw, nil, rep.RowsCompared)
 		log.Info("self-check done", "outcome", rep.Outcome, "rows_compared", rep.RowsCompared,
 			"missing", rep.Missing, "extra", rep.Extra, "differing", rep.Differing, "in_flight", rep.InFlight)
 	}
@@ -182,7 +183,7 @@ func (r *Runner) run(ctx context.Context, j claimed) {
 type check struct {
 	r   *Runner
 	job claimed
-	rep Report
+	rep trellistype.SelfCheckReport
 }
 
 // pageReq is one pass over a page.
@@ -196,13 +197,13 @@ type pageReq struct {
 }
 
 type countKey struct {
-	kind     string
+	kind     trellistype.DivergenceKind
 	held     bool
 	inFlight bool
 }
 
 type diffRow struct {
-	kind     string
+	kind     trellistype.DivergenceKind
 	inFlight bool
 	key      []*string
 	cols     []string
@@ -229,8 +230,8 @@ func (p *pageResult) differing() int64 {
 	return n
 }
 
-func (c *check) run(ctx context.Context) (*Report, error) {
-	c.rep.StartedAt = time.Now().UTC().Truncate(time.Microsecond)
+func (c *check) run(ctx context.Context) (*trellistype.SelfCheckReport, error) {
+	c.rep.StartedAt = now()
 	var lower []string
 	var t *catalog.Transform
 	attempts := 0
@@ -277,7 +278,7 @@ func (c *check) checkPage(ctx context.Context, t *catalog.Transform, lower []str
 	if _, err := c.awaitCaughtUp(ctx, t); err != nil {
 		return nil, false, err
 	}
-	standard := c.job.mode == ModeStandard
+	standard := c.job.mode == trellistype.SelfCheckStandard
 	p1, err := c.page(ctx, pageReq{lower: lower, findUpper: true})
 	if err != nil {
 		return nil, false, err
@@ -307,9 +308,9 @@ func (c *check) checkPage(ctx context.Context, t *catalog.Transform, lower []str
 		case k.held:
 		case standard && k.inFlight:
 			c.rep.InFlight += n
-		case k.kind == KindMissing:
+		case k.kind == trellistype.DivergenceMissing:
 			c.rep.Missing += n
-		case k.kind == KindExtra:
+		case k.kind == trellistype.DivergenceExtra:
 			c.rep.Extra += n
 		default:
 			c.rep.Differing += n
@@ -320,7 +321,7 @@ func (c *check) checkPage(ctx context.Context, t *catalog.Transform, lower []str
 			continue
 		}
 		if len(c.rep.Divergences) < MaxExamples {
-			c.rep.Divergences = append(c.rep.Divergences, Divergence{Kind: row.kind, Key: drain.RenderKey(row.key),
+			c.rep.Divergences = append(c.rep.Divergences, trellistype.Divergence{Kind: row.kind, Key: drain.RenderKey(row.key),
 				Columns: row.cols, Target: row.tgt, Recomputed: row.rec})
 		}
 	}
@@ -420,7 +421,7 @@ func (c *check) page(ctx context.Context, req pageReq) (*pageResult, error) {
 	defer rows.Close()
 	for rows.Next() {
 		var part int32
-		var kind string
+		var kind trellistype.DivergenceKind
 		var isHeld, isInFlight bool
 		var n *int64
 		var key []*string
@@ -581,12 +582,12 @@ func (c *check) awaitLive(ctx context.Context) (*catalog.Transform, error) {
 			if reason == "" {
 				reason = "paused"
 			}
-			return nil, &jobError{state: StateCancelled, msg: fmt.Sprintf(
+			return nil, &jobError{state: trellistype.SelfCheckCancelled, msg: fmt.Sprintf(
 				"%s is paused (%s): nothing keeps a paused target up to date, so there is nothing to check; RESUME TRANSFORM %s, then check again",
 				t.Target, reason, t.Target.Name)}
 		}
 		if time.Now().After(deadline) {
-			return nil, &jobError{state: StateFailed, msg: fmt.Sprintf(
+			return nil, &jobError{state: trellistype.SelfCheckFailed, msg: fmt.Sprintf(
 				"%s was still %s after %s: a check compares a live target; check again once it is live", t.Target, t.State, c.job.timeout)}
 		}
 		sleep(ctx, 50*time.Millisecond)
@@ -654,7 +655,7 @@ func (c *check) dependencies(ctx context.Context, t *catalog.Transform) ([]int, 
 
 // finish completes the report: what the transform holds, the drain
 // failures on its sources, its paused columns, the verdict.
-func (c *check) finish(ctx context.Context, t *catalog.Transform) (*Report, error) {
+func (c *check) finish(ctx context.Context, t *catalog.Transform) (*trellistype.SelfCheckReport, error) {
 	rep := &c.rep
 	var count int64
 	var oldest *time.Time
@@ -662,7 +663,7 @@ func (c *check) finish(ctx context.Context, t *catalog.Transform) (*Report, erro
 		return nil, err
 	}
 	if count > 0 && oldest != nil {
-		rep.HeldKeys = &Held{Count: count, OldestPoisonedAt: oldest.UTC().Truncate(time.Microsecond)}
+		rep.HeldKeys = &trellistype.HeldKeys{Count: count, OldestPoisonedAt: *oldest}
 	}
 	names := []string{t.Spec.Source.Schema + "." + t.Spec.Source.Table}
 	if j := t.Spec.Join; j != nil {
@@ -672,12 +673,7 @@ func (c *check) finish(ctx context.Context, t *catalog.Transform) (*Report, erro
 	if err != nil {
 		return nil, err
 	}
-	rep.DrainFailures, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (DrainFailure, error) {
-		var d DrainFailure
-		err := r.Scan(&d.SegSeq, &d.Tables, &d.Error, &d.SQLState, &d.Since, &d.LastSeen, &d.Attempts)
-		d.Since, d.LastSeen = d.Since.UTC().Truncate(time.Microsecond), d.LastSeen.UTC().Truncate(time.Microsecond)
-		return d, err
-	})
+	rep.DrainFailures, err = pgx.CollectRows(rows, pgx.RowToStructByPos[trellistype.DrainFailure])
 	if err != nil {
 		return nil, fmt.Errorf("reading drain failures: %w", err)
 	}
@@ -689,11 +685,15 @@ func (c *check) finish(ctx context.Context, t *catalog.Transform) (*Report, erro
 			rep.PausedColumns = append(rep.PausedColumns, col.Name)
 		}
 	}
-	rep.Outcome = OutcomeConsistent
+	rep.Outcome = trellistype.SelfCheckConsistent
 	if n := rep.Missing + rep.Extra + rep.Differing; n > 0 {
-		rep.Outcome = OutcomeDiverged
+		rep.Outcome = trellistype.SelfCheckDiverged
 		rep.Truncated = n > int64(len(rep.Divergences))
 	}
-	rep.FinishedAt = time.Now().UTC().Truncate(time.Microsecond)
+	rep.FinishedAt = now()
 	return rep, nil
 }
+
+// now is the time a report records: what a timestamptz column would hold
+// (UTC, to the microsecond), as the report is stored as JSON.
+func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }

@@ -37,11 +37,7 @@ many rows or keys, and since when, then the reason and what to do.
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
-				out := make([]quarantineEntryJSON, 0, len(entries))
-				for _, q := range entries {
-					out = append(out, quarantineToJSON(q))
-				}
-				return writeJSON(w, out)
+				return writeJSON(w, list(entries))
 			}
 			if len(entries) == 0 {
 				fmt.Fprintln(w, "nothing is quarantined")
@@ -137,15 +133,7 @@ command for the next page, with the cursor to pass to --after.`,
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
-				out := samplePageJSON{Samples: make([]sampleJSON, 0, len(page.Samples))}
-				for _, s := range page.Samples {
-					out.Samples = append(out.Samples, sampleJSON{SrcTable: s.SrcTable, Key: s.Key, Error: s.Error})
-				}
-				if page.NextCursor != nil {
-					next := page.NextCursor.String()
-					out.NextCursor = &next
-				}
-				return writeJSON(w, out)
+				return writeJSON(w, page)
 			}
 			if len(page.Samples) == 0 {
 				if after != "" {
@@ -216,12 +204,7 @@ to the next call.`,
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
-				out := make([]poisonJSON, 0, len(entries))
-				for _, p := range entries {
-					out = append(out, poisonJSON{Transform: p.Transform, SrcTable: p.SrcTable, Key: p.Key,
-						Error: p.Error, PoisonedAt: p.PoisonedAt.UTC()})
-				}
-				return writeJSON(w, out)
+				return writeJSON(w, list(entries))
 			}
 			if len(entries) == 0 {
 				fmt.Fprintf(w, "no keys poisoned since %s\n", from.UTC().Format(time.RFC3339Nano))
@@ -230,13 +213,13 @@ to the next call.`,
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "POISONED_AT\tTRANSFORM\tSRC_TABLE\tKEY\tERROR")
 			for _, p := range entries {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.PoisonedAt.UTC().Format(time.RFC3339Nano), p.Transform, p.SrcTable, p.Key, oneLine(p.Error, 0))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.PoisonedAt.Format(time.RFC3339Nano), p.Transform, p.SrcTable, p.Key, oneLine(p.Error, 0))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
 			}
 			last := entries[len(entries)-1].PoisonedAt
-			fmt.Fprintf(w, "next: trellis poisoned --since %s\n", last.UTC().Format(time.RFC3339Nano))
+			fmt.Fprintf(w, "next: trellis poisoned --since %s\n", last.Format(time.RFC3339Nano))
 			return nil
 		},
 	}
@@ -317,47 +300,4 @@ func sameTable(qualified, given string) bool {
 	}
 	_, name, ok := strings.Cut(qualified, ".")
 	return ok && name == given
-}
-
-type quarantineEntryJSON struct {
-	Target   string        `json:"target"`
-	State    string        `json:"state"`
-	Since    *time.Time    `json:"since"`
-	Reason   string        `json:"reason"`
-	Error    string        `json:"error"`
-	SQLState string        `json:"sqlstate"`
-	Rows     int64         `json:"rows"`
-	HeldKeys *heldKeysJSON `json:"held_keys"`
-}
-
-func quarantineToJSON(q trellis.QuarantineEntry) quarantineEntryJSON {
-	out := quarantineEntryJSON{Target: q.Target, State: string(q.State), Reason: q.Reason, Error: q.Error,
-		SQLState: q.SQLState, Rows: q.Rows}
-	if !q.Since.IsZero() {
-		s := q.Since.UTC()
-		out.Since = &s
-	}
-	if h := q.HeldKeys; h != nil {
-		out.HeldKeys = &heldKeysJSON{Count: h.Count, OldestPoisonedAt: h.OldestPoisonedAt.UTC()}
-	}
-	return out
-}
-
-type sampleJSON struct {
-	SrcTable string `json:"src_table"`
-	Key      string `json:"key"`
-	Error    string `json:"error"`
-}
-
-type samplePageJSON struct {
-	Samples    []sampleJSON `json:"samples"`
-	NextCursor *string      `json:"next_cursor"`
-}
-
-type poisonJSON struct {
-	Transform  string    `json:"transform"`
-	SrcTable   string    `json:"src_table"`
-	Key        string    `json:"key"`
-	Error      string    `json:"error"`
-	PoisonedAt time.Time `json:"poisoned_at"`
 }

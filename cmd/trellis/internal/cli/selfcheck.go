@@ -69,7 +69,7 @@ strict does not: use it once writes have stopped.`,
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
-				if err := writeJSON(w, selfCheckToJSON(done)); err != nil {
+				if err := writeJSON(w, done); err != nil {
 					return err
 				}
 			} else {
@@ -187,64 +187,4 @@ func valueText(v *string) string {
 		return "NULL"
 	}
 	return *v
-}
-
-type selfCheckJSON struct {
-	ID           int64                `json:"id"`
-	Target       string               `json:"target"`
-	Mode         string               `json:"mode"`
-	State        string               `json:"state"`
-	RowsCompared int64                `json:"rows_compared"`
-	Report       *selfCheckReportJSON `json:"report"`
-	Error        *string              `json:"error"`
-	QueuedAt     time.Time            `json:"queued_at"`
-	StartedAt    *time.Time           `json:"started_at"`
-	FinishedAt   *time.Time           `json:"finished_at"`
-}
-
-type selfCheckReportJSON struct {
-	Outcome       string             `json:"outcome"`
-	Divergences   []divergenceJSON   `json:"divergences"`
-	Truncated     bool               `json:"truncated"`
-	RowsCompared  int64              `json:"rows_compared"`
-	Missing       int64              `json:"missing"`
-	Extra         int64              `json:"extra"`
-	Differing     int64              `json:"differing"`
-	InFlight      int64              `json:"in_flight"`
-	HeldKeys      *heldKeysJSON      `json:"held_keys"`
-	DrainFailures []drainFailureJSON `json:"drain_failures"`
-	PausedColumns []string           `json:"paused_columns"`
-	StartedAt     time.Time          `json:"started_at"`
-	FinishedAt    time.Time          `json:"finished_at"`
-}
-
-type divergenceJSON struct {
-	Kind       string             `json:"kind"`
-	Key        string             `json:"key"`
-	Columns    []string           `json:"columns"`
-	Target     map[string]*string `json:"target"`
-	Recomputed map[string]*string `json:"recomputed"`
-}
-
-func selfCheckToJSON(j trellis.SelfCheckJob) selfCheckJSON {
-	out := selfCheckJSON{ID: j.ID, Target: j.Target, Mode: string(j.Mode), State: string(j.State),
-		RowsCompared: j.RowsCompared, Error: j.Error, QueuedAt: j.QueuedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt}
-	if r := j.Report; r != nil {
-		rep := &selfCheckReportJSON{Outcome: string(r.Outcome), Divergences: []divergenceJSON{}, Truncated: r.Truncated,
-			RowsCompared: r.RowsCompared, Missing: r.Missing, Extra: r.Extra, Differing: r.Differing, InFlight: r.InFlight,
-			DrainFailures: []drainFailureJSON{}, PausedColumns: list(r.PausedColumns), StartedAt: r.StartedAt, FinishedAt: r.FinishedAt}
-		for _, d := range r.Divergences {
-			rep.Divergences = append(rep.Divergences, divergenceJSON{Kind: string(d.Kind), Key: d.Key, Columns: list(d.Columns),
-				Target: d.Target, Recomputed: d.Recomputed})
-		}
-		if h := r.HeldKeys; h != nil {
-			rep.HeldKeys = &heldKeysJSON{Count: h.Count, OldestPoisonedAt: h.OldestPoisonedAt}
-		}
-		for _, d := range r.DrainFailures {
-			rep.DrainFailures = append(rep.DrainFailures, drainFailureJSON{SegSeq: d.SegSeq, Tables: d.Tables, Error: d.Error,
-				SQLState: d.SQLState, Since: d.Since, LastSeen: d.LastSeen, Attempts: d.Attempts})
-		}
-		out.Report = rep
-	}
-	return out
 }

@@ -50,7 +50,7 @@ with what it means and how to fix it. --json prints the same as JSON.`,
 				held = page.Samples
 			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), statusToJSON(st, cols))
+				return writeJSON(cmd.OutOrStdout(), statusJSON{st, cols})
 			}
 			writeStatus(cmd.OutOrStdout(), g, st, cols, held, time.Now())
 			return nil
@@ -79,14 +79,7 @@ func newDefinitionsCmd(g *globals) *cobra.Command {
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
-				out := make([]definitionJSON, 0, len(defs))
-				for _, d := range defs {
-					out = append(out, definitionJSON{
-						Target: d.Target, Statement: d.Statement, State: string(d.State),
-						Since: d.Since.UTC(), Sources: list(d.Sources), CreatedAt: d.CreatedAt.UTC(),
-					})
-				}
-				return writeJSON(w, out)
+				return writeJSON(w, list(defs))
 			}
 			if len(defs) == 0 {
 				fmt.Fprintf(w, "no transforms are defined (schema %s)\n", g.schema)
@@ -110,7 +103,7 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+func rfc3339(t time.Time) string { return t.Format(time.RFC3339) }
 
 // ago renders how long before now t was, to the second.
 func ago(t, now time.Time) string {
@@ -322,86 +315,24 @@ func shellWord(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// The JSON forms of the public types, with snake_case names. Lists are
-// always arrays, absent objects null.
-
+// statusJSON is what status --json prints: the status as the shared type
+// prints it, with the transform's quarantined columns added.
 type statusJSON struct {
-	Target                string                `json:"target"`
-	State                 string                `json:"state"`
-	Since                 time.Time             `json:"since"`
-	Statement             string                `json:"statement"`
-	PausedReason          *string               `json:"paused_reason"`
-	BackfillingColumns    []string              `json:"backfilling_columns"`
-	BuildRows             int64                 `json:"build_rows"`
-	HeldKeys              *heldKeysJSON         `json:"held_keys"`
-	DrainFailure          *drainFailureJSON     `json:"drain_failure"`
-	PausedUpstreamColumns []string              `json:"paused_upstream_columns"`
-	SourceIndexGaps       []sourceIndexGapJSON  `json:"source_index_gaps"`
-	Correcting            []correctingNodeJSON  `json:"correcting"`
-	CaptureFailure        *captureFailureJSON   `json:"capture_failure"`
-	CaptureWait           *captureWaitJSON      `json:"capture_wait"`
-	BackfillFailure       *backfillFailureJSON  `json:"backfill_failure"`
-	QuarantinedColumns    []quarantineEntryJSON `json:"quarantined_columns"`
+	status *trellis.Status
+	cols   []trellis.QuarantineEntry
 }
 
-type heldKeysJSON struct {
-	Count            int64     `json:"count"`
-	OldestPoisonedAt time.Time `json:"oldest_poisoned_at"`
-}
-
-type drainFailureJSON struct {
-	SegSeq   int64     `json:"seg_seq"`
-	Tables   []string  `json:"tables"`
-	Error    string    `json:"error"`
-	SQLState *string   `json:"sqlstate"`
-	Since    time.Time `json:"since"`
-	LastSeen time.Time `json:"last_seen"`
-	Attempts int       `json:"attempts"`
-}
-
-type sourceIndexGapJSON struct {
-	Table    string   `json:"table"`
-	Columns  []string `json:"columns"`
-	Role     string   `json:"role"`
-	OptedOut bool     `json:"opted_out"`
-	Fix      string   `json:"fix"`
-}
-
-type correctingNodeJSON struct {
-	Node          string    `json:"node"`
-	Since         time.Time `json:"since"`
-	KeysRemaining *int64    `json:"keys_remaining"`
-}
-
-type captureFailureJSON struct {
-	Kind        string    `json:"kind"`
-	SourceTable string    `json:"source_table"`
-	Error       string    `json:"error"`
-	Columns     []string  `json:"columns"`
-	DetectedAt  time.Time `json:"detected_at"`
-}
-
-type captureWaitJSON struct {
-	Operation string    `json:"operation"`
-	Table     string    `json:"table"`
-	LockMode  string    `json:"lock_mode"`
-	Blockers  []string  `json:"blockers"`
-	Since     time.Time `json:"since"`
-}
-
-type backfillFailureJSON struct {
-	Attempts      int       `json:"attempts"`
-	LastError     string    `json:"last_error"`
-	NextAttemptAt time.Time `json:"next_attempt_at"`
-}
-
-type definitionJSON struct {
-	Target    string    `json:"target"`
-	Statement string    `json:"statement"`
-	State     string    `json:"state"`
-	Since     time.Time `json:"since"`
-	Sources   []string  `json:"sources"`
-	CreatedAt time.Time `json:"created_at"`
+func (s statusJSON) MarshalJSON() ([]byte, error) {
+	st, err := json.Marshal(s.status)
+	if err != nil {
+		return nil, err
+	}
+	cols, err := json.Marshal(list(s.cols))
+	if err != nil {
+		return nil, err
+	}
+	out := append(st[:len(st)-1:len(st)-1], `,"quarantined_columns":`...)
+	return append(append(out, cols...), '}'), nil
 }
 
 // list is s, or an empty list for nil (JSON [] rather than null).
@@ -410,52 +341,4 @@ func list[T any](s []T) []T {
 		return []T{}
 	}
 	return s
-}
-
-func statusToJSON(st *trellis.Status, cols []trellis.QuarantineEntry) statusJSON {
-	out := statusJSON{
-		Target:                st.Target,
-		State:                 string(st.State),
-		Since:                 st.Since.UTC(),
-		Statement:             st.Statement,
-		BackfillingColumns:    list(st.BackfillingColumns),
-		BuildRows:             st.BuildRows,
-		PausedUpstreamColumns: list(st.PausedUpstreamColumns),
-		SourceIndexGaps:       []sourceIndexGapJSON{},
-		Correcting:            []correctingNodeJSON{},
-		QuarantinedColumns:    []quarantineEntryJSON{},
-	}
-	for _, q := range cols {
-		out.QuarantinedColumns = append(out.QuarantinedColumns, quarantineToJSON(q))
-	}
-	if st.PausedReason != "" {
-		r := st.PausedReason
-		out.PausedReason = &r
-	}
-	if h := st.HeldKeys; h != nil {
-		out.HeldKeys = &heldKeysJSON{Count: h.Count, OldestPoisonedAt: h.OldestPoisonedAt.UTC()}
-	}
-	if d := st.DrainFailure; d != nil {
-		out.DrainFailure = &drainFailureJSON{SegSeq: d.SegSeq, Tables: list(d.Tables), Error: d.Error, SQLState: d.SQLState,
-			Since: d.Since.UTC(), LastSeen: d.LastSeen.UTC(), Attempts: d.Attempts}
-	}
-	for _, gap := range st.SourceIndexGaps {
-		out.SourceIndexGaps = append(out.SourceIndexGaps, sourceIndexGapJSON{Table: gap.Table, Columns: list(gap.Columns),
-			Role: string(gap.Role), OptedOut: gap.OptedOut, Fix: gap.Fix})
-	}
-	for _, n := range st.Correcting {
-		out.Correcting = append(out.Correcting, correctingNodeJSON{Node: n.Node, Since: n.Since.UTC(), KeysRemaining: n.KeysRemaining})
-	}
-	if f := st.CaptureFailure; f != nil {
-		out.CaptureFailure = &captureFailureJSON{Kind: string(f.Kind), SourceTable: f.SourceTable, Error: f.Error,
-			Columns: list(f.Columns), DetectedAt: f.DetectedAt.UTC()}
-	}
-	if cw := st.CaptureWait; cw != nil {
-		out.CaptureWait = &captureWaitJSON{Operation: cw.Operation, Table: cw.Table, LockMode: cw.LockMode,
-			Blockers: list(cw.Blockers), Since: cw.Since.UTC()}
-	}
-	if b := st.BackfillFailure; b != nil {
-		out.BackfillFailure = &backfillFailureJSON{Attempts: b.Attempts, LastError: b.LastError, NextAttemptAt: b.NextAttemptAt.UTC()}
-	}
-	return out
 }
