@@ -63,7 +63,7 @@ func translate(ctx context.Context, op string, err error) error {
 	}
 	var ee *errs.Error
 	if errors.As(err, &ee) {
-		out := &Error{Code: Code(ee.Code), Message: ee.Error(), err: err}
+		out := &Error{Code: ee.Code, Message: ee.Error(), err: err}
 		var ge *grammar.Error
 		if errors.As(err, &ge) {
 			out.Line, out.Column = ge.Line, ge.Column

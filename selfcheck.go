@@ -48,7 +48,7 @@ func (c *Client) SelfCheck(ctx context.Context, target string, opts SelfCheckOpt
 			return err
 		}
 		if t == nil {
-			return errs.New(errs.NotFound, "no transform writes %s", target)
+			return errs.New(CodeNotFound, "no transform writes %s", target)
 		}
 		if !t.Spec.WithoutSourceIndex {
 			gaps, err := c.eng.IndexGaps(ctx, c.pool, t.Spec)
@@ -60,7 +60,7 @@ func (c *Client) SelfCheck(ctx context.Context, target string, opts SelfCheckOpt
 				for _, g := range gaps {
 					fixes = append(fixes, g.Fix)
 				}
-				return errs.New(errs.Validation, "cannot self-check %s: its sources lack indexes it needs (%s); create them, or define it WITHOUT SOURCE INDEX",
+				return errs.New(CodeValidation, "cannot self-check %s: its sources lack indexes it needs (%s); create them, or define it WITHOUT SOURCE INDEX",
 					t.Target, strings.Join(fixes, " "))
 			}
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/trellis-pg/trellis/internal/errs"
 	"github.com/trellis-pg/trellis/internal/ident"
+	"github.com/trellis-pg/trellis/trellistype"
 )
 
 //go:embed migrations/*.sql
@@ -90,7 +91,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, schema, targetSchema strin
 	}
 	ms, err := Migrations()
 	if err != nil {
-		return errs.Wrap(errs.Internal, err, "reading migrations")
+		return errs.Wrap(trellistype.CodeInternal, err, "reading migrations")
 	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
@@ -114,7 +115,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, schema, targetSchema strin
 		return err
 	}
 	if current > len(ms) {
-		return errs.New(errs.Conflict, "catalog schema %q is at version %d, newer than this Trellis (%d): upgrade Trellis", schema, current, len(ms))
+		return errs.New(trellistype.CodeConflict, "catalog schema %q is at version %d, newer than this Trellis (%d): upgrade Trellis", schema, current, len(ms))
 	}
 	q := ident.Quote(schema)
 	for _, m := range ms[current:] {
@@ -142,15 +143,15 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, schema, targetSchema strin
 func ValidateSchemas(schema, targetSchema string) error {
 	switch {
 	case schema == "":
-		return errs.New(errs.Validation, "the catalog schema must not be empty")
+		return errs.New(trellistype.CodeValidation, "the catalog schema must not be empty")
 	case targetSchema == "":
-		return errs.New(errs.Validation, "the target schema must not be empty")
+		return errs.New(trellistype.CodeValidation, "the target schema must not be empty")
 	case schema == "public":
-		return errs.New(errs.Validation, `the catalog schema cannot be "public": choose a schema of Trellis's own, such as "trellis"`)
+		return errs.New(trellistype.CodeValidation, `the catalog schema cannot be "public": choose a schema of Trellis's own, such as "trellis"`)
 	case schema == targetSchema:
-		return errs.New(errs.Validation, "the catalog schema %q cannot also be the target schema", schema)
+		return errs.New(trellistype.CodeValidation, "the catalog schema %q cannot also be the target schema", schema)
 	case strings.HasPrefix(schema, "pg_") || schema == "information_schema":
-		return errs.New(errs.Validation, "the catalog schema %q is reserved by PostgreSQL", schema)
+		return errs.New(trellistype.CodeValidation, "the catalog schema %q is reserved by PostgreSQL", schema)
 	}
 	return nil
 }
@@ -165,7 +166,7 @@ func currentVersion(ctx context.Context, conn *pgx.Conn, schema string) (int, er
 	q := ident.Quote(schema)
 	if !hasHistory {
 		if exists && objects > 0 {
-			return 0, errs.New(errs.Conflict, "schema %q already holds objects that are not Trellis's catalog: choose another catalog schema", schema)
+			return 0, errs.New(trellistype.CodeConflict, "schema %q already holds objects that are not Trellis's catalog: choose another catalog schema", schema)
 		}
 		if _, err := conn.Exec(ctx, fmt.Sprintf(sqlCreateHistory, q, q)); err != nil {
 			return 0, fmt.Errorf("creating the catalog history in %q: %w", schema, err)
@@ -221,17 +222,17 @@ func checkInstances(ctx context.Context, conn *pgx.Conn, schema, targetSchema st
 			continue
 		}
 		if o.TargetSchema == schema {
-			return errs.New(errs.Conflict, "schema %q is the target schema of the Trellis instance in %q: choose another catalog schema", schema, o.CatalogSchema)
+			return errs.New(trellistype.CodeConflict, "schema %q is the target schema of the Trellis instance in %q: choose another catalog schema", schema, o.CatalogSchema)
 		}
 		if o.CatalogSchema == targetSchema {
-			return errs.New(errs.Conflict, "schema %q is the catalog of another Trellis instance: choose another target schema", targetSchema)
+			return errs.New(trellistype.CodeConflict, "schema %q is the catalog of another Trellis instance: choose another target schema", targetSchema)
 		}
 	}
 	return nil
 }
 
 // Check reports whether schema holds a catalog at the version this build
-// needs: errs.NotFound when it was never migrated, errs.Conflict when it is
+// needs: trellistype.CodeNotFound when it was never migrated, trellistype.CodeConflict when it is
 // at another version.
 func Check(ctx context.Context, conn *pgx.Conn, schema string) error {
 	var exists, hasHistory bool
@@ -240,7 +241,7 @@ func Check(ctx context.Context, conn *pgx.Conn, schema string) error {
 		return fmt.Errorf("reading schema %q: %w", schema, err)
 	}
 	if !hasHistory {
-		return errs.New(errs.NotFound, "the Trellis catalog in schema %q does not exist: run Migrate first", schema)
+		return errs.New(trellistype.CodeNotFound, "the Trellis catalog in schema %q does not exist: run Migrate first", schema)
 	}
 	var v int
 	if err := conn.QueryRow(ctx, fmt.Sprintf(sqlMaxVersion, ident.Quote(schema))).Scan(&v); err != nil {
@@ -249,11 +250,11 @@ func Check(ctx context.Context, conn *pgx.Conn, schema string) error {
 	want := LatestVersion()
 	switch {
 	case v == 0:
-		return errs.New(errs.NotFound, "the Trellis catalog in schema %q is not migrated: run Migrate first", schema)
+		return errs.New(trellistype.CodeNotFound, "the Trellis catalog in schema %q is not migrated: run Migrate first", schema)
 	case v < want:
-		return errs.New(errs.NotFound, "the Trellis catalog in schema %q is at version %d, this Trellis needs %d: run Migrate first", schema, v, want)
+		return errs.New(trellistype.CodeNotFound, "the Trellis catalog in schema %q is at version %d, this Trellis needs %d: run Migrate first", schema, v, want)
 	case v > want:
-		return errs.New(errs.Conflict, "the Trellis catalog in schema %q is at version %d, newer than this Trellis (%d): upgrade Trellis", schema, v, want)
+		return errs.New(trellistype.CodeConflict, "the Trellis catalog in schema %q is at version %d, newer than this Trellis (%d): upgrade Trellis", schema, v, want)
 	}
 	return nil
 }

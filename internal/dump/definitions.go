@@ -81,7 +81,7 @@ type Link struct {
 // Definitions reads the definitions of the instance in schema, in one
 // repeatable-read snapshot, and returns them as SQL to append to a
 // schema-only dump. A catalog that is missing or at another version than
-// this build's is an error (errs.NotFound or errs.Conflict).
+// this build's is an error (CodeNotFound or CodeConflict).
 func Definitions(ctx context.Context, pool *pgxpool.Pool, schema string) (string, error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {

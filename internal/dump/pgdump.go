@@ -15,6 +15,7 @@ import (
 
 	"github.com/trellis-pg/trellis/internal/errs"
 	"github.com/trellis-pg/trellis/internal/ident"
+	"github.com/trellis-pg/trellis/trellistype"
 )
 
 // Redos is how many times Structure dumps again when a definition changed
@@ -35,7 +36,7 @@ func FindBinary(name string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", errs.New(errs.NotFound, "%s is not on PATH nor in /usr/lib/postgresql/*/bin: install PostgreSQL's client programs (Debian/Ubuntu: apt-get install postgresql-client)", name)
+	return "", errs.New(trellistype.CodeNotFound, "%s is not on PATH nor in /usr/lib/postgresql/*/bin: install PostgreSQL's client programs (Debian/Ubuntu: apt-get install postgresql-client)", name)
 }
 
 // majorOf is the version in /usr/lib/postgresql/VERSION/bin.
@@ -97,7 +98,7 @@ func Structure(ctx context.Context, o Options) (Result, error) {
 		}
 		if after == before {
 			if !createsSchema(out, o.Schema) {
-				return Result{}, errs.New(errs.Validation, "the dump does not hold Trellis's catalog schema %q, so loading it could not restore the definitions: a dump that names its schemas (-n) must name %q too", o.Schema, o.Schema)
+				return Result{}, errs.New(trellistype.CodeValidation, "the dump does not hold Trellis's catalog schema %q, so loading it could not restore the definitions: a dump that names its schemas (-n) must name %q too", o.Schema, o.Schema)
 			}
 			out = FixPublicSchema(out)
 			if len(out) > 0 && out[len(out)-1] != '\n' {
@@ -106,7 +107,7 @@ func Structure(ctx context.Context, o Options) (Result, error) {
 			return Result{SQL: append(out, after...), Attempts: attempt}, nil
 		}
 		if attempt > Redos {
-			return Result{}, errs.New(errs.Conflict, "the definitions changed while each of %d schema dumps ran: dump again once defines, alters and drops have stopped", attempt)
+			return Result{}, errs.New(trellistype.CodeConflict, "the definitions changed while each of %d schema dumps ran: dump again once defines, alters and drops have stopped", attempt)
 		}
 		before = after
 	}
@@ -204,18 +205,18 @@ func CheckArgs(args []string) error {
 	for _, a := range args {
 		switch {
 		case a == "--":
-			return errs.New(errs.Validation, "pg_dump argument %q: trellis dump passes the database itself", a)
+			return errs.New(trellistype.CodeValidation, "pg_dump argument %q: trellis dump passes the database itself", a)
 		case strings.HasPrefix(a, "--"):
 			name, _, _ := strings.Cut(a[2:], "=")
 			for _, r := range refusedLong {
 				if len(name) >= 2 && strings.HasPrefix(r, name) {
-					return errs.New(errs.Validation, "pg_dump argument %q: trellis dump writes a plain schema-only dump of --url's database (use -f for a file)", a)
+					return errs.New(trellistype.CodeValidation, "pg_dump argument %q: trellis dump writes a plain schema-only dump of --url's database (use -f for a file)", a)
 				}
 			}
 		case strings.HasPrefix(a, "-") && len(a) > 1:
 			for _, c := range a[1:] {
 				if strings.ContainsRune("fFad", c) {
-					return errs.New(errs.Validation, "pg_dump argument %q: trellis dump writes a plain schema-only dump of --url's database (use -f for a file)", a)
+					return errs.New(trellistype.CodeValidation, "pg_dump argument %q: trellis dump writes a plain schema-only dump of --url's database (use -f for a file)", a)
 				}
 				if strings.ContainsRune(withValue, c) {
 					break

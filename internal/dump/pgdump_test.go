@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/trellis-pg/trellis/internal/errs"
+	"github.com/trellis-pg/trellis/trellistype"
 )
 
 // fakePgDump writes a pg_dump stand-in that records its arguments and
@@ -85,14 +86,14 @@ func TestStructureRedoesWhileDefinitionsChange(t *testing.T) {
 	n := 0
 	_, err = Structure(context.Background(), Options{PgDump: bin, URL: "dbname=app", Schema: "trellis",
 		Definitions: func(context.Context) (string, error) { n++; return fmt.Sprint(n), nil }})
-	require.Equal(t, errs.Conflict, errs.CodeOf(err), "%v", err)
+	require.Equal(t, trellistype.CodeConflict, errs.CodeOf(err), "%v", err)
 	require.Equal(t, 1+Redos, runs(t, dir), "a dump and up to three redos")
 }
 
 func TestStructureRefusesADumpWithoutTheCatalog(t *testing.T) {
 	bin, _ := fakePgDump(t, "CREATE SCHEMA public;\nCREATE TABLE public.t (id int);\n-- CREATE SCHEMA trellis;\n", false)
 	_, err := Structure(context.Background(), Options{PgDump: bin, URL: "dbname=app", Args: []string{"-n", "public"}, Schema: "trellis", Definitions: definitions("x")})
-	require.Equal(t, errs.Validation, errs.CodeOf(err), "%v", err)
+	require.Equal(t, trellistype.CodeValidation, errs.CodeOf(err), "%v", err)
 	require.Contains(t, err.Error(), `must name "trellis" too`)
 
 	// pg_dump quotes a name that needs it.
@@ -115,7 +116,7 @@ func TestCheckArgs(t *testing.T) {
 	for _, bad := range [][]string{{"-f", "out.sql"}, {"-fout.sql"}, {"-Ox", "-Fc"}, {"-a"}, {"--data-only"}, {"--data"}, {"--file=x"},
 		{"--format", "custom"}, {"--form=c"}, {"-d", "other"}, {"--dbname=other"}, {"--"}} {
 		err := CheckArgs(bad)
-		require.Equal(t, errs.Validation, errs.CodeOf(err), "%q", bad)
+		require.Equal(t, trellistype.CodeValidation, errs.CodeOf(err), "%q", bad)
 	}
 }
 
@@ -141,5 +142,5 @@ func TestFindBinary(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, filepath.Join(dir, "pg_dump"), p, "PATH first")
 	_, err = FindBinary("no_such_program_here")
-	require.Equal(t, errs.NotFound, errs.CodeOf(err))
+	require.Equal(t, trellistype.CodeNotFound, errs.CodeOf(err))
 }

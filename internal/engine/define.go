@@ -28,13 +28,13 @@ func (e *Engine) loadSide(ctx context.Context, tx pgx.Tx, ref grammar.TableRef) 
 		return nil, err
 	}
 	if rel == nil {
-		return nil, errs.New(errs.NotFound, "source table %s does not exist", ref.Table)
+		return nil, errs.New(trellistype.CodeNotFound, "source table %s does not exist", ref.Table)
 	}
 	if rel.kind != "r" && rel.kind != "p" {
-		return nil, errs.New(errs.Validation, "source %s.%s is not a table", rel.schema, rel.name)
+		return nil, errs.New(trellistype.CodeValidation, "source %s.%s is not a table", rel.schema, rel.name)
 	}
 	if rel.schema == e.Cat.Schema {
-		return nil, errs.New(errs.Validation, "source %s.%s is one of Trellis's own tables", rel.schema, rel.name)
+		return nil, errs.New(trellistype.CodeValidation, "source %s.%s is one of Trellis's own tables", rel.schema, rel.name)
 	}
 	s := &side{rel: rel, Table: plan.Table{Schema: rel.schema, Name: rel.name, Alias: ref.Alias, Columns: map[string]string{}}}
 	if s.Alias == "" {
@@ -57,7 +57,7 @@ func (e *Engine) loadSide(ctx context.Context, tx pgx.Tx, ref grammar.TableRef) 
 		return nil, err
 	}
 	if len(s.KeyCols) == 0 {
-		return nil, errs.New(errs.Validation, "source table %s.%s has no primary key: Trellis needs one to know which rows changed", rel.schema, rel.name)
+		return nil, errs.New(trellistype.CodeValidation, "source table %s.%s has no primary key: Trellis needs one to know which rows changed", rel.schema, rel.name)
 	}
 	rows, err = tx.Query(ctx, sqlColumns, rel.oid)
 	if err != nil {
@@ -77,18 +77,18 @@ func (e *Engine) loadSide(ctx context.Context, tx pgx.Tx, ref grammar.TableRef) 
 
 func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) (trellistype.Applied, error) {
 	if len(s.Joins) > 1 {
-		return nil, errs.New(errs.Validation, "a transform may have one JOIN")
+		return nil, errs.New(trellistype.CodeValidation, "a transform may have one JOIN")
 	}
 	if len(s.GroupBy) == 0 {
 		for _, it := range s.Select {
 			if it.HasAggregate {
-				return nil, errs.New(errs.Validation, "column %s uses an aggregate: aggregates need GROUP BY", it.Name)
+				return nil, errs.New(trellistype.CodeValidation, "column %s uses an aggregate: aggregates need GROUP BY", it.Name)
 			}
 		}
 	}
 	tgt := e.target(s.Target)
 	if tgt.Schema == e.Cat.Schema {
-		return nil, errs.New(errs.Validation, "a target cannot be created in Trellis's catalog schema %q", e.Cat.Schema)
+		return nil, errs.New(trellistype.CodeValidation, "a target cannot be created in Trellis's catalog schema %q", e.Cat.Schema)
 	}
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
 		from, err := e.loadSide(ctx, tx, s.From)
@@ -102,7 +102,7 @@ func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) 
 				return err
 			}
 			if joined.Alias == from.Alias {
-				return errs.New(errs.Validation, "the joined table needs an alias different from %s", from.Alias)
+				return errs.New(trellistype.CodeValidation, "the joined table needs an alias different from %s", from.Alias)
 			}
 			sides = append(sides, joined)
 		}
@@ -111,12 +111,12 @@ func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) 
 			return err
 		}
 		if existing != nil {
-			return errs.New(errs.Conflict, "a transform already writes %s", tgt)
+			return errs.New(trellistype.CodeConflict, "a transform already writes %s", tgt)
 		}
 		if r, err := e.resolve(ctx, tx, grammar.Name{Schema: tgt.Schema, Name: tgt.Name}, ""); err != nil {
 			return err
 		} else if r != nil {
-			return errs.New(errs.Conflict, "table %s already exists: a transform creates its own target table", tgt)
+			return errs.New(trellistype.CodeConflict, "table %s already exists: a transform creates its own target table", tgt)
 		}
 		if err := e.checkFunctions(ctx, tx, s.Functions, len(s.GroupBy) > 0); err != nil {
 			return err

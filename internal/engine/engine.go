@@ -48,9 +48,9 @@ func Parse(text string) (grammar.Statement, error) {
 	if err != nil {
 		var ge *grammar.Error
 		if errors.As(err, &ge) && ge.Kind == grammar.Invalid {
-			return nil, &errs.Error{Code: errs.Validation, Msg: ge.Error(), Err: err}
+			return nil, &errs.Error{Code: trellistype.CodeValidation, Msg: ge.Error(), Err: err}
 		}
-		return nil, &errs.Error{Code: errs.Parse, Msg: err.Error(), Err: err}
+		return nil, &errs.Error{Code: trellistype.CodeParse, Msg: err.Error(), Err: err}
 	}
 	return st, nil
 }
@@ -58,7 +58,7 @@ func Parse(text string) (grammar.Statement, error) {
 // ApplyParsed runs a parsed statement.
 func (e *Engine) ApplyParsed(ctx context.Context, st grammar.Statement, text string, onlyTransform bool) (trellistype.Applied, error) {
 	if _, ok := st.(*grammar.Transform); onlyTransform && !ok {
-		return nil, errs.New(errs.Validation, "only TRANSFORM statements can be defined; use Apply for PAUSE, RESUME, DROP and ALTER")
+		return nil, errs.New(trellistype.CodeValidation, "only TRANSFORM statements can be defined; use Apply for PAUSE, RESUME, DROP and ALTER")
 	}
 	switch s := st.(type) {
 	case *grammar.Transform:
@@ -72,7 +72,7 @@ func (e *Engine) ApplyParsed(ctx context.Context, st grammar.Statement, text str
 	case *grammar.Alter:
 		return e.alter(ctx, s)
 	}
-	return nil, errs.New(errs.Internal, "unknown statement %T", st)
+	return nil, errs.New(trellistype.CodeInternal, "unknown statement %T", st)
 }
 
 // inTx runs fn in a transaction holding the instance's DDL lock, which
@@ -99,7 +99,7 @@ func pgValidation(err error, format string, args ...any) error {
 	if errors.As(err, &pe) {
 		if pgerr.InClass(pe.Code, pgerrcode.SyntaxErrorOrAccessRuleViolation, pgerrcode.DataException,
 			pgerrcode.InvalidSchemaName, pgerrcode.DependentPrivilegeDescriptorsStillExist) {
-			return &errs.Error{Code: errs.Validation, Msg: fmt.Sprintf(format, args...) + ": " + pe.Message, Err: err}
+			return &errs.Error{Code: trellistype.CodeValidation, Msg: fmt.Sprintf(format, args...) + ": " + pe.Message, Err: err}
 		}
 	}
 	return fmt.Errorf(format+": %w", append(args, err)...)
@@ -143,13 +143,13 @@ func (e *Engine) checkFunctions(ctx context.Context, q catalog.Querier, fns []st
 		}
 		switch {
 		case volatile:
-			return errs.New(errs.Validation, "function %s is volatile: a transform may only call functions whose result depends on their arguments (immutable or stable)", f)
+			return errs.New(trellistype.CodeValidation, "function %s is volatile: a transform may only call functions whose result depends on their arguments (immutable or stable)", f)
 		case retset:
-			return errs.New(errs.Validation, "function %s returns a set: set-returning functions are not allowed in a transform", f)
+			return errs.New(trellistype.CodeValidation, "function %s returns a set: set-returning functions are not allowed in a transform", f)
 		case window:
-			return errs.New(errs.Validation, "function %s is a window function: window functions are not allowed in a transform", f)
+			return errs.New(trellistype.CodeValidation, "function %s is a window function: window functions are not allowed in a transform", f)
 		case agg && !aggregates:
-			return errs.New(errs.Validation, "function %s is an aggregate: aggregates need GROUP BY", f)
+			return errs.New(trellistype.CodeValidation, "function %s is an aggregate: aggregates need GROUP BY", f)
 		}
 	}
 	return nil
@@ -188,7 +188,7 @@ func (e *Engine) resolveAddress(ctx context.Context, tx pgx.Tx, a grammar.Addres
 	case 1:
 		t, err := e.Lookup(ctx, tx, p[0], forUpdate)
 		if err == nil && t == nil {
-			err = errs.New(errs.NotFound, "no transform writes %s", p[0])
+			err = errs.New(trellistype.CodeNotFound, "no transform writes %s", p[0])
 		}
 		return t, "", err
 	case 2:
@@ -198,17 +198,17 @@ func (e *Engine) resolveAddress(ctx context.Context, tx pgx.Tx, a grammar.Addres
 		}
 		t, err = e.Lookup(ctx, tx, p[0], forUpdate)
 		if err == nil && t == nil {
-			err = errs.New(errs.NotFound, "no transform writes %s or %s", p[0]+"."+p[1], p[0])
+			err = errs.New(trellistype.CodeNotFound, "no transform writes %s or %s", p[0]+"."+p[1], p[0])
 		}
 		return t, p[1], err
 	case 3:
 		t, err := e.Cat.Transform(ctx, tx, plan.Target{Schema: p[0], Name: p[1]}, forUpdate)
 		if err == nil && t == nil {
-			err = errs.New(errs.NotFound, "no transform writes %s.%s", p[0], p[1])
+			err = errs.New(trellistype.CodeNotFound, "no transform writes %s.%s", p[0], p[1])
 		}
 		return t, p[2], err
 	}
-	return nil, "", errs.New(errs.Validation, "an address is a transform or transform.column")
+	return nil, "", errs.New(trellistype.CodeValidation, "an address is a transform or transform.column")
 }
 
 func (e *Engine) pause(ctx context.Context, a grammar.Address) (trellistype.Applied, error) {
@@ -251,7 +251,7 @@ func (e *Engine) resume(ctx context.Context, a grammar.Address) (trellistype.App
 			i := slices.IndexFunc(t.Spec.Columns, func(c plan.Column) bool { return c.Name == col })
 			if i < 0 || !t.Spec.Columns[i].Paused {
 				if i < 0 {
-					return errs.New(errs.NotFound, "%s has no column %s", t.Target, col)
+					return errs.New(trellistype.CodeNotFound, "%s has no column %s", t.Target, col)
 				}
 				return nil
 			}
@@ -314,7 +314,7 @@ func (e *Engine) resume(ctx context.Context, a grammar.Address) (trellistype.App
 		}
 		rows.Close()
 		if len(gone) > 0 {
-			return errs.New(errs.NotFound, "cannot resume %s: its source table %s no longer exists", t.Target, strings.Join(gone, ", "))
+			return errs.New(trellistype.CodeNotFound, "cannot resume %s: its source table %s no longer exists", t.Target, strings.Join(gone, ", "))
 		}
 		if _, err := tx.Exec(ctx, e.Cat.SQL(sqlReinstallDisrupted), t.ID); err != nil {
 			return err
@@ -396,14 +396,14 @@ func (e *Engine) drop(ctx context.Context, n grammar.Name) (trellistype.Applied,
 			return err
 		}
 		if t == nil {
-			return errs.New(errs.NotFound, "no transform writes %s", name)
+			return errs.New(trellistype.CodeNotFound, "no transform writes %s", name)
 		}
 		readers, _, err := e.readers(ctx, tx, t)
 		if err != nil {
 			return err
 		}
 		if len(readers) > 0 {
-			return errs.New(errs.Conflict, "transform %s reads %s: drop it first", strings.Join(readers, ", "), t.Target)
+			return errs.New(trellistype.CodeConflict, "transform %s reads %s: drop it first", strings.Join(readers, ", "), t.Target)
 		}
 		if _, err := tx.Exec(ctx, "DROP TABLE IF EXISTS "+t.Target.Quoted()); err != nil {
 			return fmt.Errorf("dropping target %s: %w", t.Target, err)
@@ -435,7 +435,7 @@ func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (trellistype.Appli
 			return err
 		}
 		if t == nil {
-			return errs.New(errs.NotFound, "no transform writes %s", name)
+			return errs.New(trellistype.CodeNotFound, "no transform writes %s", name)
 		}
 		spec := t.Spec
 		col := s.Column.Name
@@ -443,17 +443,17 @@ func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (trellistype.Appli
 		switch s.Action {
 		case grammar.AlterAddColumn:
 			if exists || slices.Contains(t.Plan().KeyNames(), col) {
-				return errs.New(errs.Conflict, "%s already has a column %s", t.Target, col)
+				return errs.New(trellistype.CodeConflict, "%s already has a column %s", t.Target, col)
 			}
 			grouped := len(spec.GroupBy) > 0
 			if s.Column.HasAggregate && !grouped {
-				return errs.New(errs.Validation, "column %s uses an aggregate: aggregates need GROUP BY", col)
+				return errs.New(trellistype.CodeValidation, "column %s uses an aggregate: aggregates need GROUP BY", col)
 			}
 			if grouped && !s.Column.HasAggregate {
-				return errs.New(errs.Validation, "column %s of a GROUP BY transform must be an aggregate: its key (the GROUP BY) cannot change", col)
+				return errs.New(trellistype.CodeValidation, "column %s of a GROUP BY transform must be an aggregate: its key (the GROUP BY) cannot change", col)
 			}
 			if grouped && len(s.Bare) > 0 {
-				return errs.New(errs.Validation, "column %s: column %s must be inside an aggregate (the key of a GROUP BY transform cannot change)", col, s.Bare[0].String())
+				return errs.New(trellistype.CodeValidation, "column %s: column %s must be inside an aggregate (the key of a GROUP BY transform cannot change)", col, s.Bare[0].String())
 			}
 			if err := e.checkFunctions(ctx, tx, s.Functions, grouped); err != nil {
 				return err
@@ -495,10 +495,10 @@ func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (trellistype.Appli
 			}
 		case grammar.AlterDropColumn:
 			if slices.Contains(t.Plan().KeyNames(), col) {
-				return errs.New(errs.Validation, "column %s is the key of %s and cannot be dropped", col, t.Target)
+				return errs.New(trellistype.CodeValidation, "column %s is the key of %s and cannot be dropped", col, t.Target)
 			}
 			if !exists {
-				return errs.New(errs.NotFound, "%s has no column %s", t.Target, col)
+				return errs.New(trellistype.CodeNotFound, "%s has no column %s", t.Target, col)
 			}
 			readers, specs, err := e.readers(ctx, tx, t)
 			if err != nil {
@@ -506,7 +506,7 @@ func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (trellistype.Appli
 			}
 			for i, sp := range specs {
 				if slices.Contains(sp.Reads, col) {
-					return errs.New(errs.Conflict, "transform %s reads %s.%s: alter or drop it first", readers[i], t.Target, col)
+					return errs.New(trellistype.CodeConflict, "transform %s reads %s.%s: alter or drop it first", readers[i], t.Target, col)
 				}
 			}
 			if _, err := tx.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DROP COLUMN %s", t.Target.Quoted(), ident.Quote(col))); err != nil {
@@ -520,7 +520,7 @@ func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (trellistype.Appli
 				return err
 			}
 		default:
-			return errs.New(errs.Validation, "unknown ALTER TRANSFORM action")
+			return errs.New(trellistype.CodeValidation, "unknown ALTER TRANSFORM action")
 		}
 		raw, err := json.Marshal(spec)
 		if err != nil {
@@ -547,9 +547,9 @@ func (e *Engine) setColumnPaused(ctx context.Context, tx pgx.Tx, t *catalog.Tran
 	i := slices.IndexFunc(spec.Columns, func(c plan.Column) bool { return c.Name == col })
 	if i < 0 {
 		if slices.Contains(t.Plan().KeyNames(), col) {
-			return errs.New(errs.Validation, "column %s is the key of %s: pause the whole transform instead", col, t.Target)
+			return errs.New(trellistype.CodeValidation, "column %s is the key of %s: pause the whole transform instead", col, t.Target)
 		}
-		return errs.New(errs.NotFound, "%s has no column %s", t.Target, col)
+		return errs.New(trellistype.CodeNotFound, "%s has no column %s", t.Target, col)
 	}
 	spec.Columns = slices.Clone(spec.Columns)
 	spec.Columns[i].Paused = paused
@@ -573,7 +573,7 @@ func (e *Engine) RequestBackfill(ctx context.Context, table string) error {
 			return err
 		}
 		if rel == nil {
-			return errs.New(errs.NotFound, "table %s does not exist", table)
+			return errs.New(trellistype.CodeNotFound, "table %s does not exist", table)
 		}
 		tag, err := tx.Exec(ctx, e.Cat.SQL(sqlRequestBackfill), rel.schema, rel.name)
 		if err != nil {
@@ -585,7 +585,7 @@ func (e *Engine) RequestBackfill(ctx context.Context, table string) error {
 				return err
 			}
 			if !captured {
-				return errs.New(errs.Validation, "table %s.%s is not captured by Trellis: only a table a transform reads can be re-read", rel.schema, rel.name)
+				return errs.New(trellistype.CodeValidation, "table %s.%s is not captured by Trellis: only a table a transform reads can be re-read", rel.schema, rel.name)
 			}
 		}
 		if err := e.Cat.BumpGen(ctx, tx); err != nil {

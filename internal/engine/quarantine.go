@@ -86,14 +86,14 @@ func (e *Engine) address(ctx context.Context, tx pgx.Tx, address string) (*catal
 	st, err := grammar.Parse("RESUME TRANSFORM " + address)
 	r, ok := st.(*grammar.Resume)
 	if err != nil || !ok || strings.ContainsAny(address, ";") {
-		return nil, "", errs.New(errs.Validation, "%q is not an address (a transform, or transform.column)", address)
+		return nil, "", errs.New(trellistype.CodeValidation, "%q is not an address (a transform, or transform.column)", address)
 	}
 	t, col, err := e.resolveAddress(ctx, tx, r.Address, false)
 	if err != nil {
 		return nil, "", err
 	}
 	if col != "" && !slices.ContainsFunc(t.Spec.Columns, func(c plan.Column) bool { return c.Name == col }) {
-		return nil, "", errs.New(errs.NotFound, "%s has no column %s", t.Target, col)
+		return nil, "", errs.New(trellistype.CodeNotFound, "%s has no column %s", t.Target, col)
 	}
 	return t, col, nil
 }
@@ -232,7 +232,7 @@ func (e *Engine) ReleaseKey(ctx context.Context, transform, sourceTable, key str
 			return err
 		}
 		if t == nil {
-			return errs.New(errs.NotFound, "no transform writes %s", transform)
+			return errs.New(trellistype.CodeNotFound, "no transform writes %s", transform)
 		}
 		rows, err := tx.Query(ctx, e.Cat.SQL(sqlReleaseKey), t.ID, sourceTable, key)
 		if err != nil {
@@ -243,7 +243,7 @@ func (e *Engine) ReleaseKey(ctx context.Context, transform, sourceTable, key str
 			return err
 		}
 		if len(held) == 0 {
-			return errs.New(errs.NotFound, "%s holds no key %s of %s", t.Target, key, sourceTable)
+			return errs.New(trellistype.CodeNotFound, "%s holds no key %s of %s", t.Target, key, sourceTable)
 		}
 		if err := e.release(ctx, tx, t, held); err != nil {
 			return lockTimeout(err, "waiting for the drain pages in flight on "+t.Target.String())
@@ -308,7 +308,7 @@ func (e *Engine) release(ctx context.Context, tx pgx.Tx, t *catalog.Transform, h
 			return fmt.Errorf("staging %s of %s again: %w", drain.RenderKey(h.key), h.table, err)
 		}
 		if !captured {
-			return errs.New(errs.NotFound, "%s is no longer captured: its row %s cannot be staged again", h.table, drain.RenderKey(h.key))
+			return errs.New(trellistype.CodeNotFound, "%s is no longer captured: its row %s cannot be staged again", h.table, drain.RenderKey(h.key))
 		}
 	}
 	if len(keys) == 0 {
@@ -324,7 +324,7 @@ const releaseInline = 5000
 // lockTimeout turns a lock timeout into CodeTimeout.
 func lockTimeout(err error, what string) error {
 	if pgerr.Is(err, pgerrcode.LockNotAvailable) {
-		return errs.New(errs.Timeout, "%s took longer than the lock timeout; nothing changed, try again", what)
+		return errs.New(trellistype.CodeTimeout, "%s took longer than the lock timeout; nothing changed, try again", what)
 	}
 	return err
 }

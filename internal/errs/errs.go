@@ -1,29 +1,18 @@
-// Package errs is the error vocabulary the engine packages share: a closed
-// set of codes that the public package turns into *trellis.Error.
+// Package errs is the error the engine packages return: a code of
+// trellistype's closed set, a message and the cause, which the public
+// package turns into *trellis.Error.
 package errs
 
 import (
 	"errors"
 	"fmt"
-)
 
-// Code is one of a closed set of error codes.
-type Code string
-
-// The codes, mirrored by the public package.
-const (
-	Parse       Code = "parse"
-	Validation  Code = "validation"
-	NotFound    Code = "not_found"
-	Conflict    Code = "conflict"
-	Timeout     Code = "timeout"
-	Unavailable Code = "unavailable"
-	Internal    Code = "internal"
+	"github.com/trellis-pg/trellis/trellistype"
 )
 
 // Error is an engine error with a code.
 type Error struct {
-	Code Code
+	Code trellistype.Code
 	Msg  string
 	Err  error // the cause, if any
 }
@@ -38,18 +27,18 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 // New returns an error with code and a formatted message.
-func New(code Code, format string, args ...any) error {
+func New(code trellistype.Code, format string, args ...any) error {
 	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
 }
 
 // Wrap returns an error with code whose message is the formatted text
 // followed by the cause's.
-func Wrap(code Code, err error, format string, args ...any) error {
+func Wrap(code trellistype.Code, err error, format string, args ...any) error {
 	return &Error{Code: code, Msg: fmt.Sprintf(format, args...) + ": " + err.Error(), Err: err}
 }
 
 // CodeOf returns the code of the first *Error in err's chain, or "" if none.
-func CodeOf(err error) Code {
+func CodeOf(err error) trellistype.Code {
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Code

@@ -7,6 +7,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/errs"
 	"github.com/trellis-pg/trellis/internal/grammar"
 	"github.com/trellis-pg/trellis/internal/ident"
+	"github.com/trellis-pg/trellis/trellistype"
 )
 
 // Table is one table of a definition as the catalog describes it: the
@@ -69,7 +70,7 @@ func Compile(s *grammar.Transform, tables []*Table) (Spec, [][]string, error) {
 				return spec, nil, err
 			}
 			if l == r {
-				return spec, nil, errs.New(errs.Validation, "each ON equality must compare a column of %s with a column of %s", from.Alias, joined.Alias)
+				return spec, nil, errs.New(trellistype.CodeValidation, "each ON equality must compare a column of %s with a column of %s", from.Alias, joined.Alias)
 			}
 			fc, jc := c.Left.Column, c.Right.Column
 			if l == 1 {
@@ -118,19 +119,19 @@ func compileGrouped(spec *Spec, s *grammar.Transform, tables []*Table, need func
 			return err
 		}
 		if groupSide >= 0 && i != groupSide {
-			return errs.New(errs.Validation, "the GROUP BY expressions of a JOIN must all read columns of one of its tables")
+			return errs.New(trellistype.CodeValidation, "the GROUP BY expressions of a JOIN must all read columns of one of its tables")
 		}
 		groupSide = i
 		need(i, r.Column)
 	}
 	if groupSide < 0 {
-		return errs.New(errs.Validation, "GROUP BY needs at least one column")
+		return errs.New(trellistype.CodeValidation, "GROUP BY needs at least one column")
 	}
 	spec.GroupJoined = groupSide == 1
 	for _, g := range s.GroupBy {
 		idx := slices.IndexFunc(items, func(it grammar.SelectItem) bool { return it.Expr == g })
 		if idx < 0 {
-			return errs.New(errs.Validation, "GROUP BY expression %s must also be selected, with a name: it is the target's key", g)
+			return errs.New(trellistype.CodeValidation, "GROUP BY expression %s must also be selected, with a name: it is the target's key", g)
 		}
 		spec.Key = append(spec.Key, Column{Name: items[idx].Name, Expr: g})
 	}
@@ -156,7 +157,7 @@ func compileJoin(spec *Spec, s *grammar.Transform, tables []*Table) error {
 				used[idx] = true
 				name = items[idx].Name
 			} else if slices.ContainsFunc(items, func(it grammar.SelectItem) bool { return it.Name == name }) {
-				return errs.New(errs.Validation, "column %s is taken: the target needs it for the key column %s.%s; select the key column as it is instead", name, t.Alias, k)
+				return errs.New(trellistype.CodeValidation, "column %s is taken: the target needs it for the key column %s.%s; select the key column as it is instead", name, t.Alias, k)
 			}
 			spec.Key = append(spec.Key, Column{Name: name, Expr: ident.Quote(t.Alias) + "." + ident.Quote(k)})
 		}
@@ -178,7 +179,7 @@ func compileProjection(spec *Spec, s *grammar.Transform, tables []*Table) error 
 			if isColumn(it, from, it.Name, tables) {
 				continue // the key column itself: the target has it already
 			}
-			return errs.New(errs.Validation, "column %s is the target's key (the source's primary key column): give the expression another name", it.Name)
+			return errs.New(trellistype.CodeValidation, "column %s is the target's key (the source's primary key column): give the expression another name", it.Name)
 		}
 		spec.Columns = append(spec.Columns, Column{Name: it.Name, Expr: it.Expr})
 	}
@@ -201,9 +202,9 @@ func tableOf(ref grammar.ColumnRef, tables []*Table) (int, error) {
 	case 1:
 		return found[0], nil
 	case 0:
-		return 0, errs.New(errs.Validation, "column %s does not exist in the transform's tables", ref.String())
+		return 0, errs.New(trellistype.CodeValidation, "column %s does not exist in the transform's tables", ref.String())
 	}
-	return 0, errs.New(errs.Validation, "column reference %s is ambiguous: qualify it with a table alias", ref.String())
+	return 0, errs.New(trellistype.CodeValidation, "column reference %s is ambiguous: qualify it with a table alias", ref.String())
 }
 
 // isColumn reports whether a select item is exactly the given column of a

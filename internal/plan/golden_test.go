@@ -13,6 +13,7 @@ import (
 
 	"github.com/trellis-pg/trellis/internal/errs"
 	"github.com/trellis-pg/trellis/internal/grammar"
+	"github.com/trellis-pg/trellis/trellistype"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/ from the SQL generated now")
@@ -281,7 +282,7 @@ func TestCompileRefuses(t *testing.T) {
 			_, _, err = Compile(st.(*grammar.Transform), tc.tables)
 			var e *errs.Error
 			require.ErrorAs(t, err, &e)
-			require.Equal(t, errs.Validation, e.Code)
+			require.Equal(t, trellistype.CodeValidation, e.Code)
 			require.Contains(t, e.Msg, tc.msg)
 		})
 	}
