@@ -201,19 +201,30 @@ func keyTuple(cols []string) string {
 	return "(" + strings.Join(cols, ", ") + ")"
 }
 
+// upsert inserts the rows of srcName and updates the target rows whose
+// values (or key, when equal keys can differ, as numeric 2 and 2.000 do)
+// are not identical to them.
 func (p *Plan) upsert(srcName string) string {
 	t := p.Target.Quoted()
 	keys := ident.List(p.Spec.Source.KeyCols)
 	all := ident.List(p.columnNames())
 	var set, cur, exc []string
+	compare := func(name, typ string) {
+		q := ident.Quote(name)
+		set = append(set, q+" = EXCLUDED."+q)
+		cur = append(cur, identity(t+"."+q, typ))
+		exc = append(exc, identity("EXCLUDED."+q, typ))
+	}
+	for i, k := range p.Spec.Source.KeyCols {
+		if !equalityIsIdentity[p.Spec.Source.KeyTypes[i]] {
+			compare(k, p.Spec.Source.KeyTypes[i])
+		}
+	}
 	for _, c := range p.Spec.Columns {
 		if c.Paused {
 			continue // a paused column keeps its values
 		}
-		q := ident.Quote(c.Name)
-		set = append(set, q+" = EXCLUDED."+q)
-		cur = append(cur, t+"."+q)
-		exc = append(exc, "EXCLUDED."+q)
+		compare(c.Name, c.Type)
 	}
 	if len(set) == 0 {
 		return fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s ON CONFLICT (%s) DO NOTHING", t, all, all, srcName, keys)
@@ -287,8 +298,8 @@ func (p *Plan) recomputeParts(upTo bool) (pre, src, tCond string) {
 	if n == 1 {
 		// A plain array match lets the planner use the primary keys.
 		typ := p.Spec.Source.KeyTypes[0]
-		srcCond = fmt.Sprintf("%s = ANY ($1::%s[])", p.srcKey()[0], typ)
-		tCond = fmt.Sprintf("t.%s = ANY ($1::%s[])", ident.Quote(keys[0]), typ)
+		srcCond = inParam(p.srcKey()[0], 1, typ)
+		tCond = inParam("t."+ident.Quote(keys[0]), 1, typ)
 	} else {
 		pre = "k AS (" + p.keysCTE() + "), "
 		srcCond = keyTuple(p.srcKey()) + " IN (SELECT " + ident.List(keys) + " FROM k)"

@@ -33,6 +33,18 @@ func (p *Plan) CheckUnit() (names, types []string) {
 	return names, types
 }
 
+// keyTypes are the types of the target's key columns (KeyNames).
+func (p *Plan) keyTypes() []string {
+	if p.Kind() == KindProjection {
+		return p.Spec.Source.KeyTypes
+	}
+	out := make([]string, len(p.Spec.Key))
+	for i, k := range p.Spec.Key {
+		out[i] = k.Type
+	}
+	return out
+}
+
 // CheckPaged reports whether a check pages the target by ranges of the
 // FROM table's key (see BuildBound); an aggregate is checked in one page.
 func (p *Plan) CheckPaged() bool { return p.Kind() != KindAggregate }
@@ -106,6 +118,11 @@ func (p *Plan) CheckPage(hasLower, hasUpper bool) string {
 	// Target and recompute, each with a presence mark; joined on the key
 	// through one-element arrays, whose equality is hashable and matches
 	// NULL with NULL (a NULL group, a left join's missing side).
+	keyTypes := p.keyTypes()
+	colTypes := map[string]string{}
+	for _, c := range p.Spec.Columns {
+		colTypes[c.Name] = c.Type
+	}
 	var tSel, on, jSel, dKeys, keyTexts, order []string
 	for _, k := range keys {
 		tSel = append(tSel, "t."+ident.Quote(k))
@@ -115,7 +132,7 @@ func (p *Plan) CheckPage(hasLower, hasUpper bool) string {
 	}
 	for i, k := range keys {
 		q := ident.Quote(k)
-		on = append(on, fmt.Sprintf("ARRAY[t.%s] = ARRAY[r.%s]", q, q))
+		on = append(on, fmt.Sprintf("ARRAY[%s] = ARRAY[%s]", identity("t."+q, keyTypes[i]), identity("r."+q, keyTypes[i])))
 		jSel = append(jSel, fmt.Sprintf("CASE WHEN t.trellis_present THEN t.%s ELSE r.%s END AS trellis_k%d", q, q, i+1))
 		dKeys = append(dKeys, fmt.Sprintf("j.trellis_k%d", i+1))
 		keyTexts = append(keyTexts, fmt.Sprintf("j.trellis_k%d::text", i+1))
@@ -125,9 +142,10 @@ func (p *Plan) CheckPage(hasLower, hasUpper bool) string {
 	for i, c := range cols {
 		q := ident.Quote(c)
 		jSel = append(jSel, fmt.Sprintf("t.%s AS trellis_t%d, r.%s AS trellis_r%d", q, i+1, q, i+1))
-		tv = append(tv, fmt.Sprintf("t.%s", q))
-		rv = append(rv, fmt.Sprintf("r.%s", q))
-		diffCols = append(diffCols, fmt.Sprintf("(%s, j.trellis_t%d IS DISTINCT FROM j.trellis_r%d)", ident.Literal(c), i+1, i+1))
+		tv = append(tv, identity("t."+q, colTypes[c]))
+		rv = append(rv, identity("r."+q, colTypes[c]))
+		diffCols = append(diffCols, fmt.Sprintf("(%s, %s IS DISTINCT FROM %s)", ident.Literal(c),
+			identity(fmt.Sprintf("j.trellis_t%d", i+1), colTypes[c]), identity(fmt.Sprintf("j.trellis_r%d", i+1), colTypes[c])))
 		tObj = append(tObj, fmt.Sprintf("%s, j.trellis_t%d::text", ident.Literal(c), i+1))
 		rObj = append(rObj, fmt.Sprintf("%s, j.trellis_r%d::text", ident.Literal(c), i+1))
 	}

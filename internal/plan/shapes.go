@@ -202,10 +202,10 @@ func (p *Plan) groupsStatements(withNulls bool) (groups, del, query string) {
 	// keeps a generic plan from using the array as an index condition.
 	anyOf := func(expr string, i int) string {
 		if !withNulls {
-			return fmt.Sprintf("(%s) = ANY ($%d::%s[])", expr, i+1, types[i])
+			return inParam(expr, i+1, types[i])
 		}
-		return fmt.Sprintf("((%s) = ANY ($%d::%s[]) OR ((%s) IS NULL AND array_position($%d::text[], NULL) IS NOT NULL))",
-			expr, i+1, types[i], expr, i+1)
+		return fmt.Sprintf("(%s OR ((%s) IS NULL AND array_position($%d::text[], NULL) IS NOT NULL))",
+			inParam(expr, i+1, types[i]), expr, i+1)
 	}
 	for i, k := range p.Spec.Key {
 		q := ident.Quote(k.Name)
