@@ -93,87 +93,143 @@ func settingsFor(types []string) string {
 // writers of the table never serialise on Trellis, and it sends no
 // notification (PostgreSQL serialises the commits of notifying
 // transactions; drain workers poll instead).
+//
+// It never raises into the writer's statement. It runs with its owner's
+// rights (the catalog owner: writers need no right on the catalog) under a
+// pinned search_path, every catalog name qualified. A read-only probe, in a
+// block that catches every error, first plans the names capture reads (the
+// table's columns as capture was installed for, the ring, the ledger): a
+// column renamed or dropped, in the writer's own transaction or not, or a
+// damaged catalog, fails the probe, and then the statement records only
+// that the table must be re-read (a row without a key, as a TRUNCATE does)
+// and the staging worker fits capture to the table. The probe writes
+// nothing, so its subtransaction takes no transaction id: a writer's long
+// transaction never overflows PostgreSQL's subtransaction cache.
 func (n Names) FunctionSQL(s Source) string {
 	cat := ident.Quote(n.Catalog)
-	render := func(alias string, cols []string) string {
+	// Captured columns that are no longer recorded (dropped from the
+	// table) keep their place in the ledger's vals, as NULL.
+	recorded := func(i int) bool { return i >= len(s.CapTypes) || !IsUnrecorded(s.CapTypes[i]) }
+	render := func(alias string, cols []string, caps bool) string {
 		if len(cols) == 0 {
-			return "NULL::text[]"
+			return "NULL::pg_catalog.text[]"
 		}
 		parts := make([]string, len(cols))
 		for i, k := range cols {
-			parts[i] = alias + "." + ident.Quote(k) + "::text"
-		}
-		return "ARRAY[" + strings.Join(parts, ", ") + "]"
-	}
-	// Captured columns that are no longer recorded (dropped from the
-	// table) keep their place in the ledger's vals, as NULL.
-	renderCaps := func(alias string) string {
-		if len(s.CapCols) == 0 {
-			return "NULL::text[]"
-		}
-		parts := make([]string, len(s.CapCols))
-		for i, k := range s.CapCols {
-			if i < len(s.CapTypes) && IsUnrecorded(s.CapTypes[i]) {
-				parts[i] = "NULL::text"
+			if caps && !recorded(i) {
+				parts[i] = "NULL::pg_catalog.text"
 				continue
 			}
-			parts[i] = alias + "." + ident.Quote(k) + "::text"
+			parts[i] = alias + "." + ident.Quote(k) + "::pg_catalog.text"
 		}
 		return "ARRAY[" + strings.Join(parts, ", ") + "]"
 	}
-	seg := fmt.Sprintf("(SELECT r.cur FROM %s.ring r)", cat)
+	// named lists every column capture reads, for the probe.
+	named := func(alias string, old bool) string {
+		var parts []string
+		for _, k := range s.KeyCols {
+			parts = append(parts, alias+"."+ident.Quote(k))
+		}
+		if old {
+			for i, k := range s.CapCols {
+				if recorded(i) {
+					parts = append(parts, alias+"."+ident.Quote(k))
+				}
+			}
+		}
+		return strings.Join(parts, ", ")
+	}
 	head := fmt.Sprintf(`CREATE OR REPLACE FUNCTION %s.%s() RETURNS trigger
-LANGUAGE plpgsql SECURITY INVOKER
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 %sAS $trellis$
+DECLARE
+  s int;
 BEGIN
 `, cat, ident.Quote(n.Function(s.ID)), settingsFor(append(append([]string(nil), s.KeyTypes...), s.CapTypes...)))
+	// probe plans, without running them, the reads of the statement's
+	// rows (from), and reads the current segment.
+	probe := func(from string) string {
+		q := fmt.Sprintf("SELECT r.cur INTO s FROM %s.ring r LEFT JOIN (SELECT FROM ONLY %s.ledger LIMIT 0) l ON true", cat, cat)
+		if from != "" {
+			q += " LEFT JOIN (" + from + " LIMIT 0) p ON true"
+		}
+		return q + ";"
+	}
+	reread := fmt.Sprintf(`  IF s IS NULL THEN
+    -- Capture cannot read this statement's rows: record that the table
+    -- must be re-read. A catalog too damaged for that records nothing
+    -- (the staging worker reports it).
+    BEGIN
+      INSERT INTO %[1]s.ledger (seg, src, bucket, key) SELECT r.cur, %[2]d, 0, NULL FROM %[1]s.ring r;
+    EXCEPTION WHEN OTHERS THEN
+      NULL;
+    END;
+    RETURN NULL;
+  END IF;
+`, cat, s.ID)
+	guarded := func(from, body string) string {
+		return fmt.Sprintf(`    BEGIN
+      %s
+    EXCEPTION WHEN OTHERS THEN
+      s := NULL;
+    END;
+`, probe(from)) + reread + body
+	}
 	tail := `  RETURN NULL;
 END
 $trellis$`
-	truncate := fmt.Sprintf("INSERT INTO %s.ledger (seg, src, bucket, key) VALUES (%s, %d, 0, NULL);", cat, seg, s.ID)
-	insert := fmt.Sprintf("INSERT INTO %s.ledger (seg, src, bucket, key, vals)\n      SELECT %s, %d, hashtext(c.key::text) & %d, c.key, c.vals FROM (%%s) AS c(key, vals);", cat, seg, s.ID, ledger.Buckets-1)
+	insert := fmt.Sprintf("INSERT INTO %s.ledger (seg, src, bucket, key, vals)\n      SELECT s, %d, pg_catalog.hashtext(c.key::pg_catalog.text) OPERATOR(pg_catalog.&) %d, c.key, c.vals FROM (%%s) AS c(key, vals);", cat, s.ID, ledger.Buckets-1)
 	if s.Partitioned {
-		row := func(rec, vals string) string {
-			return fmt.Sprintf(insert, "SELECT "+render(rec, s.KeyCols)+", "+vals)
+		// A row-level trigger: its probe reads the record's fields.
+		rec := func(r string, old bool) string {
+			return "SELECT " + named(r, old)
+		}
+		row := func(r, vals string) string {
+			return fmt.Sprintf(insert, "SELECT "+render(r, s.KeyCols, false)+", "+vals)
 		}
 		same := make([]string, len(s.KeyCols))
 		for i, k := range s.KeyCols {
-			same[i] = "NEW." + ident.Quote(k) + " IS NOT DISTINCT FROM OLD." + ident.Quote(k)
+			same[i] = "NEW." + ident.Quote(k) + "::pg_catalog.text IS NOT DISTINCT FROM OLD." + ident.Quote(k) + "::pg_catalog.text"
 		}
 		return head + fmt.Sprintf(`  IF TG_OP = 'INSERT' THEN
-    %s
+%s    %s
   ELSIF TG_OP = 'UPDATE' THEN
-    %s
+%s    %s
     IF NOT (%s) THEN
       %s
     END IF;
   ELSIF TG_OP = 'DELETE' THEN
-    %s
+%s    %s
   ELSE
-    %s
-  END IF;
-`, row("NEW", "NULL::text[]"), row("OLD", renderCaps("OLD")), strings.Join(same, " AND "), row("NEW", "NULL::text[]"),
-			row("OLD", renderCaps("OLD")), truncate) + tail
+%s  END IF;
+`, guarded(rec("NEW", false), ""), row("NEW", "NULL::pg_catalog.text[]"),
+			guarded(rec("OLD", true)+", "+named("NEW", false), ""), row("OLD", render("OLD", s.CapCols, true)), strings.Join(same, " AND "), row("NEW", "NULL::pg_catalog.text[]"),
+			guarded(rec("OLD", true), ""), row("OLD", render("OLD", s.CapCols, true)),
+			"    s := NULL;\n"+reread) + tail
 	}
-	newRows := "SELECT " + render("nw", s.KeyCols) + ", NULL::text[] FROM trellis_new nw"
-	oldRows := "SELECT " + render("od", s.KeyCols) + ", " + renderCaps("od") + " FROM trellis_old od"
+	newRows := "SELECT " + render("nw", s.KeyCols, false) + ", NULL::pg_catalog.text[] FROM trellis_new nw"
+	oldRows := "SELECT " + render("od", s.KeyCols, false) + ", " + render("od", s.CapCols, true) + " FROM trellis_old od"
 	// An update records every old row (its key, and old values when a
-	// reader needs them), and a new row only when its key changed.
+	// reader needs them), and a new row only when its key changed (keys
+	// compared by their text, with no operator of the key's type to resolve).
 	var match []string
 	for _, k := range s.KeyCols {
-		match = append(match, "o2."+ident.Quote(k)+" = nw."+ident.Quote(k))
+		match = append(match, "o2."+ident.Quote(k)+"::pg_catalog.text OPERATOR(pg_catalog.=) nw."+ident.Quote(k)+"::pg_catalog.text")
 	}
 	moved := newRows + " WHERE NOT EXISTS (SELECT 1 FROM trellis_old o2 WHERE " + strings.Join(match, " AND ") + ")"
 	return head + fmt.Sprintf(`  IF TG_OP = 'INSERT' THEN
-    %s
+%s    %s
   ELSIF TG_OP = 'UPDATE' THEN
-    %s
+%s    %s
   ELSIF TG_OP = 'DELETE' THEN
-    %s
+%s    %s
   ELSE
-    %s
-  END IF;
-`, fmt.Sprintf(insert, newRows), fmt.Sprintf(insert, oldRows+" UNION ALL "+moved), fmt.Sprintf(insert, oldRows), truncate) + tail
+%s  END IF;
+`, guarded("SELECT "+named("nw", false)+" FROM trellis_new nw", ""), fmt.Sprintf(insert, newRows),
+		guarded("SELECT "+named("od", true)+" FROM trellis_old od", ""), fmt.Sprintf(insert, oldRows+" UNION ALL "+moved),
+		guarded("SELECT "+named("od", true)+" FROM trellis_old od", ""), fmt.Sprintf(insert, oldRows),
+		"    s := NULL;\n"+reread) + tail
 }
 
 // TriggersSQL creates the capture triggers of a source: statement-level
@@ -284,7 +340,10 @@ func IsLockTimeout(err error) bool {
 // Install creates (or re-creates) a source's capture function and triggers
 // in tx. The caller holds tx with a short lock_timeout.
 func (n Names) Install(ctx context.Context, tx pgx.Tx, s Source) error {
-	stmts := append([]string{n.FunctionSQL(s)}, n.DropSQL(s)[:len(Ops)]...)
+	// The function runs with its owner's rights: nobody else may call it
+	// (firing a trigger checks no right on its function).
+	revoke := fmt.Sprintf("REVOKE ALL ON FUNCTION %s.%s() FROM PUBLIC", ident.Quote(n.Catalog), ident.Quote(n.Function(s.ID)))
+	stmts := append([]string{n.FunctionSQL(s), revoke}, n.DropSQL(s)[:len(Ops)]...)
 	stmts = append(stmts, n.TriggersSQL(s)...)
 	for _, q := range stmts {
 		if _, err := tx.Exec(ctx, q); err != nil {

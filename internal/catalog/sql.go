@@ -27,7 +27,7 @@ CREATE TABLE %s.schema_migrations (
 
 	sqlFindMarkers = `
 SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE c.relname = 'trellis_instance' AND c.relkind = 'r' ORDER BY 1`
+WHERE c.relname = 'trellis_instance' AND c.relkind = 'r' AND c.relpersistence <> 't' ORDER BY 1`
 	sqlReadMarker = `SELECT catalog_schema, target_schema FROM %s.trellis_instance`
 )
 

@@ -1,0 +1,193 @@
+package trellis_test
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/trellis-pg/trellis"
+)
+
+// role creates a login role of its own for this test (roles are the
+// cluster's), runs grants as the test's owner, and returns a pool that
+// connects as it. At cleanup the role's rights and the role go.
+func (e *env) role(suffix string, grants ...string) *pgxpool.Pool {
+	e.t.Helper()
+	var db string
+	require.NoError(e.t, e.db.QueryRow(e.ctx, "SELECT current_database()").Scan(&db))
+	name := db + "_" + suffix
+	e.exec(fmt.Sprintf("CREATE ROLE %q LOGIN", name))
+	for _, g := range grants {
+		e.exec(fmt.Sprintf(g, fmt.Sprintf("%q", name)))
+	}
+	u, err := url.Parse(e.url)
+	require.NoError(e.t, err)
+	u.User = url.User(name)
+	pool, err := pgxpool.New(e.ctx, u.String())
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() {
+		pool.Close()
+		_, _ = e.db.Exec(e.ctx, fmt.Sprintf("DROP OWNED BY %q", name))
+		_, _ = e.db.Exec(e.ctx, fmt.Sprintf("DROP ROLE %q", name))
+	})
+	return pool
+}
+
+// as runs statements on pool in one transaction and fails the test if any fails.
+func (e *env) as(pool *pgxpool.Pool, stmts ...string) {
+	e.t.Helper()
+	tx, err := pool.Begin(e.ctx)
+	require.NoError(e.t, err)
+	defer func() { _ = tx.Rollback(e.ctx) }()
+	for _, q := range stmts {
+		_, err := tx.Exec(e.ctx, q)
+		require.NoError(e.t, err, q)
+	}
+	require.NoError(e.t, tx.Commit(e.ctx))
+}
+
+// sqlstate is the SQLSTATE of a PostgreSQL error ("" for none).
+func sqlstate(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// A rename of a column capture reads, in the transaction of a write and
+// then committed, fails no write (the owner's or another role's); the
+// transform reading the column pauses naming it, one that does not read it
+// stays live and exact, and RESUME after renaming it back re-derives the
+// paused one with every change made meanwhile.
+func TestWritesSurviveRenameOfCapturedColumn(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE src (id int PRIMARY KEY, g int, v int)`)
+	e.exec(`INSERT INTO src SELECT i, i % 5, i FROM generate_series(1, 50) i`)
+	writer := e.role("writer", "GRANT SELECT, INSERT, UPDATE, DELETE ON src TO %s")
+	c := e.engine()
+	_, err := c.Define(e.ctx, "TRANSFORM by_g FROM src SELECT g AS g, sum(v) AS s, count(*) AS n GROUP BY g")
+	require.NoError(t, err)
+	_, err = c.Define(e.ctx, "TRANSFORM proj FROM src SELECT v * 2 AS w")
+	require.NoError(t, err)
+	e.waitState(c, "by_g", trellis.StateLive)
+	e.waitState(c, "proj", trellis.StateLive)
+	e.as(writer, `UPDATE src SET v = v + 1 WHERE id = 3`)
+
+	// The writer has no right on the catalog: it appends only through capture.
+	_, err = writer.Exec(e.ctx, `INSERT INTO trellis.ledger (seg, src, bucket, key) VALUES (0, 1, 0, '{}')`)
+	require.Equal(t, "42501", sqlstate(err), "a writer appended to the ledger: %v", err)
+
+	before := time.Now()
+	e.as(e.db, `ALTER TABLE src RENAME COLUMN g TO grp`, `UPDATE src SET v = 0 WHERE id = 1`, `INSERT INTO src VALUES (51, 1, 51)`)
+	// Before the staging worker could fit capture to the table.
+	e.as(writer, `UPDATE src SET v = v + 100 WHERE id = 2`, `DELETE FROM src WHERE id = 4`, `INSERT INTO src VALUES (52, 2, 52)`)
+	e.as(e.db, `UPDATE src SET grp = 3 WHERE id = 5`)
+
+	st := e.waitCaptureFailure(c, "by_g", before.Add(-time.Second))
+	require.Equal(t, "public.src", st.CaptureFailure.SourceTable)
+	require.Equal(t, []string{"g"}, st.CaptureFailure.Columns)
+	require.Contains(t, st.CaptureFailure.Error, "column g of public.src")
+	require.Contains(t, st.CaptureFailure.Error, "RESUME TRANSFORM by_g")
+
+	e.as(writer, `UPDATE src SET v = v + 1 WHERE id BETWEEN 10 AND 20`)
+	e.converge(c)
+	e.assertMatches("proj", "SELECT id, v * 2 AS w FROM src")
+	st, err = c.Status(e.ctx, "proj")
+	require.NoError(t, err)
+	require.Equal(t, trellis.StateLive, st.State)
+
+	e.exec(`ALTER TABLE src RENAME COLUMN grp TO g`)
+	e.as(writer, `UPDATE src SET v = v + 1 WHERE id BETWEEN 30 AND 35`)
+	_, err = c.Apply(e.ctx, "RESUME TRANSFORM by_g")
+	require.NoError(t, err)
+	e.waitState(c, "by_g", trellis.StateLive)
+	e.as(writer, `UPDATE src SET g = 4 WHERE id = 6`)
+	e.converge(c)
+	e.assertMatches("by_g", "SELECT g, sum(v) AS s, count(*) AS n FROM src GROUP BY g")
+	e.assertMatches("proj", "SELECT id, v * 2 AS w FROM src")
+}
+
+// Dropping, retyping or adding a column in the transaction of a write,
+// and renaming the key, fail no write; what can be kept exact is.
+func TestWritesSurviveColumnDDLInTheirTransaction(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE src (id int PRIMARY KEY, g int, h int, v int)`)
+	e.exec(`INSERT INTO src SELECT i, i % 5, i % 3, i FROM generate_series(1, 50) i`)
+	writer := e.role("writer", "GRANT SELECT, INSERT, UPDATE, DELETE ON src TO %s")
+	c := e.engine()
+	_, err := c.Define(e.ctx, "TRANSFORM by_g FROM src SELECT g AS g, sum(v) AS s GROUP BY g")
+	require.NoError(t, err)
+	_, err = c.Define(e.ctx, "TRANSFORM by_h FROM src SELECT h AS h, count(*) AS n GROUP BY h")
+	require.NoError(t, err)
+	e.waitState(c, "by_g", trellis.StateLive)
+	e.waitState(c, "by_h", trellis.StateLive)
+
+	e.as(e.db, `ALTER TABLE src ADD COLUMN extra text`, `UPDATE src SET v = v + 1 WHERE id = 1`, `INSERT INTO src (id, g, h, v) VALUES (60, 1, 1, 60)`)
+	e.as(e.db, `ALTER TABLE src ALTER COLUMN g TYPE bigint`, `UPDATE src SET g = g + 1 WHERE id = 2`, `DELETE FROM src WHERE id = 3`)
+	e.as(writer, `UPDATE src SET v = v + 1 WHERE id = 7`)
+	e.converge(c)
+	e.assertMatches("by_g", "SELECT g, sum(v) AS s FROM src GROUP BY g")
+	e.assertMatches("by_h", "SELECT h, count(*) AS n FROM src GROUP BY h")
+
+	before := time.Now()
+	e.as(e.db, `ALTER TABLE src DROP COLUMN h`, `UPDATE src SET v = v + 1 WHERE id = 8`, `INSERT INTO src (id, g, v) VALUES (61, 2, 61)`, `DELETE FROM src WHERE id = 9`)
+	e.as(writer, `UPDATE src SET g = 0 WHERE id = 10`, `DELETE FROM src WHERE id = 11`)
+	st := e.waitCaptureFailure(c, "by_h", before.Add(-time.Second))
+	require.Equal(t, []string{"h"}, st.CaptureFailure.Columns)
+	e.as(writer, `UPDATE src SET v = v + 1 WHERE id = 12`)
+	e.converge(c)
+	e.assertMatches("by_g", "SELECT g, sum(v) AS s FROM src GROUP BY g")
+
+	// The key renamed: writes go on; the readers pause.
+	before = time.Now()
+	e.as(e.db, `ALTER TABLE src RENAME COLUMN id TO ident`, `UPDATE src SET v = v + 1 WHERE ident = 13`)
+	e.as(writer, `UPDATE src SET v = v + 1 WHERE ident = 14`, `INSERT INTO src (ident, g, v) VALUES (62, 1, 62)`)
+	e.waitState(c, "by_g", trellis.StatePaused)
+	e.as(writer, `UPDATE src SET v = v + 1 WHERE ident = 15`)
+}
+
+// Damage to the catalog never fails a write to a captured table.
+func TestWritesSurviveDroppedLedger(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE src (id int PRIMARY KEY, g int, v int)`)
+	e.exec(`INSERT INTO src SELECT i, i % 5, i FROM generate_series(1, 20) i`)
+	writer := e.role("writer", "GRANT SELECT, INSERT, UPDATE, DELETE ON src TO %s")
+	c := e.engine()
+	_, err := c.Define(e.ctx, "TRANSFORM by_g FROM src SELECT g AS g, sum(v) AS s GROUP BY g")
+	require.NoError(t, err)
+	e.waitState(c, "by_g", trellis.StateLive)
+	require.NoError(t, c.Close())
+
+	e.exec(`DROP TABLE trellis.ledger`)
+	e.as(writer, `UPDATE src SET v = v + 1 WHERE id = 1`, `INSERT INTO src VALUES (21, 1, 21)`, `DELETE FROM src WHERE id = 2`)
+	e.as(e.db, `UPDATE src SET g = 3 WHERE id = 3`, `TRUNCATE src`)
+	e.exec(`DROP TABLE trellis.ring`)
+	e.as(writer, `INSERT INTO src VALUES (1, 1, 1)`, `UPDATE src SET v = 2`)
+}
+
+// Another session's temporary table named like the instance marker does
+// not make Migrate fail.
+func TestMigrateIgnoresOtherSessionsTempTables(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	conn, err := e.db.Acquire(e.ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(e.ctx, `CREATE TEMP TABLE trellis_instance (catalog_schema text, target_schema text)`)
+	require.NoError(t, err)
+	_, err = conn.Exec(e.ctx, `INSERT INTO trellis_instance VALUES ('x', 'y')`)
+	require.NoError(t, err)
+	m := e.connect(trellis.Options{})
+	require.NoError(t, m.Migrate(e.ctx))
+	require.NoError(t, m.Migrate(e.ctx))
+}
