@@ -33,6 +33,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/ledger"
 	"github.com/trellis-pg/trellis/internal/logq"
 	"github.com/trellis-pg/trellis/internal/metrics"
+	"github.com/trellis-pg/trellis/internal/recompute"
 	"github.com/trellis-pg/trellis/internal/staging"
 )
 
@@ -127,8 +128,7 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	c.closeCtx, c.cancel = context.WithCancel(context.Background())
 	names := capture.Names{Catalog: opts.Schema}
 	c.eng = &engine.Engine{Pool: pool, Cat: c.cat, Names: names, TargetSchema: opts.TargetSchema,
-		Drain:  &drain.Engine{Pool: pool, Cat: c.cat, Logger: c.logger, PollInterval: opts.PollInterval, Metrics: c.metrics},
-		Ledger: &ledger.Ledger{Pool: pool, Cat: c.cat}}
+		Ledger: &ledger.Ledger{Pool: pool, Cat: c.cat}, Recompute: c.recomputer(c.logger), Metrics: c.metrics}
 	if opts.Staging || opts.DrainWorkers > 0 {
 		if err := c.startWorkers(ctx, names); err != nil {
 			c.Close()
@@ -192,14 +192,16 @@ func (c *Client) startWorkers(ctx context.Context, names capture.Names) error {
 
 	lw := &ledger.Ledger{Pool: c.work, Cat: c.cat} // the workers' ledger
 	if c.opts.Staging {
-		w := &staging.Worker{Pool: c.work, Cat: c.cat, Names: names, Logger: c.logger.With("service", "staging"),
-			Wake: c.bus.staging, PollInterval: max(c.opts.PollInterval, 250*time.Millisecond), Metrics: c.metrics, Ledger: lw,
-			Drain: &drain.Engine{Pool: c.work, Cat: c.cat, Logger: c.logger.With("service", "staging"), Metrics: c.metrics}}
+		log := c.logger.With("service", "staging")
+		w := &staging.Worker{Pool: c.work, Cat: c.cat, Names: names, Logger: log,
+			Wake: c.bus.staging, PollInterval: max(c.opts.PollInterval, 250*time.Millisecond), Metrics: c.metrics,
+			Ledger: lw, Recompute: c.recomputer(log)}
 		c.wg.Add(1)
 		go func() { defer c.wg.Done(); c.runStaging(w) }()
 	}
-	de := &drain.Engine{Pool: c.work, Cat: c.cat, Logger: c.logger.With("service", "drain"), PollInterval: c.opts.PollInterval, Metrics: c.metrics,
-		Ledger: lw}
+	log := c.logger.With("service", "drain")
+	de := &drain.Engine{Pool: c.work, Cat: c.cat, Logger: log, PollInterval: c.opts.PollInterval, Metrics: c.metrics,
+		Ledger: lw, Recompute: c.recomputer(log)}
 	for i := 0; i < c.opts.DrainWorkers; i++ {
 		w := de.NewWorker(i, c.bus.subscribe())
 		c.wg.Add(1)
@@ -207,6 +209,13 @@ func (c *Client) startWorkers(ctx context.Context, names capture.Names) error {
 	}
 	c.startSelfCheckRunner(lw)
 	return nil
+}
+
+// recomputer is how every part of the client (calls, the staging worker's
+// builds, the drain workers) is configured to recompute keys: one catalog
+// and one metrics instance; logger is the part's, so its records name it.
+func (c *Client) recomputer(logger *slog.Logger) *recompute.Recomputer {
+	return &recompute.Recomputer{Cat: c.cat, Logger: logger, Metrics: c.metrics}
 }
 
 // runStaging runs the staging worker while its lock connection lives. If

@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
 	"sort"
@@ -27,6 +26,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/metrics"
 	"github.com/trellis-pg/trellis/internal/pgerr"
 	"github.com/trellis-pg/trellis/internal/plan"
+	"github.com/trellis-pg/trellis/internal/recompute"
 )
 
 // Engine is the state drain workers of one client share.
@@ -38,31 +38,10 @@ type Engine struct {
 	PollInterval time.Duration
 	// Metrics counts pages, keys and quarantines (nil: not counted).
 	Metrics *metrics.Instance
-	// Ledger is cut by idle workers.
+	// Ledger is cut by idle workers, and holds the pages.
 	Ledger *ledger.Ledger
-}
-
-// KeyLock is the advisory-lock key that serialises recomputes of one
-// bucket of one transform's keys (shared with the staging worker's builds).
-func KeyLock(schema string, transformID, bucket int) int64 {
-	h := fnv.New32a()
-	h.Write([]byte(schema))
-	return int64(h.Sum32()&0x7fffffff)<<32 | int64(transformID)<<8 | int64(bucket)
-}
-
-// ApplyLockTimeout bounds how long a page or a build, once it holds its key
-// locks, waits for a lock on a target or source (a session holding one
-// for long): past it the page fails, is reported as a DrainFailure and
-// retried with backoff, instead of holding up the transform (and every
-// definition change) for as long as the other session likes.
-const ApplyLockTimeout = 10 * time.Second
-
-// LockKeys takes the transaction-level key locks, in sorted order in one
-// statement, so two holders of overlapping sets never deadlock. Then the
-// transaction's lock waits are bounded by ApplyLockTimeout.
-func LockKeys(ctx context.Context, tx pgx.Tx, keys []int64) error {
-	_, err := tx.Exec(ctx, sqlKeyLocks, keys, fmt.Sprintf("%dms", ApplyLockTimeout.Milliseconds()))
-	return err
+	// Recompute applies a page's keys.
+	Recompute *recompute.Recomputer
 }
 
 // Worker is one drain worker.
@@ -80,7 +59,7 @@ type Worker struct {
 	applied     int // target keys the page being applied recomputes (metrics)
 	// Columns quarantined and keys poisoned by the page being applied,
 	// counted in the metrics once it commits.
-	quarantinedCols, poisonedKeys int
+	tally recompute.Tally
 }
 
 // NewWorker returns a worker; wake delivers wake-ups (may be nil).
@@ -138,7 +117,8 @@ type srcChanges struct {
 }
 
 // DrainOne claims and applies one page. It reports whether it found one.
-// A page on which a row fails is applied again carefully (see quarantine.go).
+// A page on which a row fails is applied again carefully (package recompute
+// diagnoses it key by key; careful.go holds the source rows it cannot place).
 func (w *Worker) DrainOne(ctx context.Context) (bool, error) {
 	return w.drainPage(ctx, 0)
 }
@@ -174,8 +154,8 @@ func (w *Worker) drainPage(ctx context.Context, careful int64) (bool, error) {
 			applyErr = err
 		} else {
 			w.e.Metrics.DrainPage(time.Since(start), w.applied)
-			w.e.Metrics.ColumnsQuarantined(w.quarantinedCols)
-			w.e.Metrics.KeysPoisoned(w.poisonedKeys)
+			w.e.Metrics.ColumnsQuarantined(w.tally.Columns)
+			w.e.Metrics.KeysPoisoned(w.tally.Keys)
 			return true, nil
 		}
 	}
@@ -183,7 +163,7 @@ func (w *Worker) drainPage(ctx context.Context, careful int64) (bool, error) {
 		return true, ctx.Err()
 	}
 	_ = tx.Rollback(context.WithoutCancel(ctx))
-	if careful == 0 && RowError(applyErr) {
+	if careful == 0 && recompute.RowError(applyErr) {
 		return w.drainPage(ctx, p.ID)
 	}
 	if w.halt(ctx, applyErr) {
@@ -209,7 +189,7 @@ func (e *transformError) Unwrap() error { return e.err }
 func (w *Worker) halt(ctx context.Context, cause error) bool {
 	var te *transformError
 	var pe *pgconn.PgError
-	var se *stopError
+	var se *recompute.StopError
 	if !errors.As(cause, &te) || !errors.As(cause, &pe) {
 		return false
 	}
@@ -333,7 +313,7 @@ func collect(ctx context.Context, tx pgx.Tx, sql string, scan func(pgx.Rows) err
 // its sources. It returns the page's source ids (for failure reports).
 // Carefully, a transform on which a row fails is diagnosed key by key.
 func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *ledger.Page, careful bool) ([]int, error) {
-	w.applied, w.quarantinedCols, w.poisonedKeys = 0, 0, 0
+	w.applied, w.tally = 0, recompute.Tally{}
 	if err := w.reload(ctx, tx); err != nil {
 		return nil, fmt.Errorf("loading definitions: %w", err)
 	}
@@ -362,7 +342,7 @@ func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *ledger.Page, caref
 
 	// Work out, per transform, the target keys to recompute.
 	var order []int
-	works := map[int]*work{}
+	works := map[int]*recompute.Set{}
 	for _, s := range srcs {
 		for _, t := range w.bySrc[s] {
 			if t.State == catalog.StatePaused {
@@ -370,7 +350,7 @@ func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *ledger.Page, caref
 			}
 			wk := works[t.ID]
 			if wk == nil {
-				wk = &work{t: t, plan: t.Plan(), keys: map[string][]*string{}, buckets: map[int]bool{}}
+				wk = recompute.NewSet(t)
 				works[t.ID] = wk
 				order = append(order, t.ID)
 			}
@@ -389,119 +369,50 @@ func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *ledger.Page, caref
 	sort.Ints(order)
 	var locks []int64
 	for _, id := range order {
-		wk := works[id]
-		if wk.resync {
-			for b := 0; b < ledger.Buckets; b++ {
-				locks = append(locks, KeyLock(w.e.Cat.Schema, id, b))
-			}
-			continue
-		}
-		for b := range wk.buckets {
-			locks = append(locks, KeyLock(w.e.Cat.Schema, id, b))
-		}
+		locks = append(locks, works[id].Locks(w.e.Cat.Schema)...)
 	}
-	if err := LockKeys(ctx, tx, locks); err != nil {
+	if err := recompute.LockKeys(ctx, tx, locks); err != nil {
 		return srcs, fmt.Errorf("taking key locks: %w", err)
 	}
 	// Which keys a transform holds is read under the key locks: a release
 	// or a poisoning of the same keys has committed, or waits for this page.
-	if err := w.dropAllHeld(ctx, tx, order, works); err != nil {
+	rc := w.e.Recompute
+	if err := rc.DropHeld(ctx, tx, order, works); err != nil {
 		return srcs, err
 	}
 	for _, id := range order {
 		wk := works[id]
-		if err := w.buildBound(ctx, tx, wk); err != nil {
+		if err := rc.BuildBound(ctx, tx, wk); err != nil {
 			return srcs, err
 		}
-		apply := wk.apply
-		if careful {
-			apply = func(ctx context.Context, tx pgx.Tx) error { return w.applyCareful(ctx, tx, wk) }
+		if err := rc.Apply(ctx, tx, wk, careful, &w.tally); err != nil {
+			return srcs, &transformError{t: wk.T, err: err}
 		}
-		if err := apply(ctx, tx); err != nil {
-			return srcs, &transformError{t: wk.t, err: err}
-		}
-		w.applied += len(wk.keys)
+		w.applied += wk.Len()
 		if q := w.quarantined[id]; len(q) > 0 {
-			if err := w.refreshSamples(ctx, tx, wk, q); err != nil {
-				return srcs, &transformError{t: wk.t, err: err}
+			if err := rc.RefreshSamples(ctx, tx, wk, q, &w.tally); err != nil {
+				return srcs, &transformError{t: wk.T, err: err}
 			}
 		}
 	}
 	return srcs, nil
 }
 
-// buildBound reads, under the key locks, whether a projection is in its
-// initial build: the build inserts the keys past its cursor itself, so the
-// drain leaves them alone (and everything, before the build has begun).
-func (w *Worker) buildBound(ctx context.Context, tx pgx.Tx, wk *work) error {
-	if wk.plan.Kind() != plan.KindProjection || (wk.t.State != catalog.StateWaiting && wk.t.State != catalog.StateBackfilling) {
-		return nil
-	}
-	var state, kind string
-	var cursor []string
-	if err := tx.QueryRow(ctx, w.e.Cat.SQL(sqlBuildState), wk.t.ID).Scan(&state, &kind, &cursor); err != nil {
-		return fmt.Errorf("reading the build state of %s: %w", wk.t.Target, err)
-	}
-	if kind != "initial" || (state != catalog.StateWaiting && state != catalog.StateBackfilling) {
-		return nil
-	}
-	if cursor == nil {
-		wk.skip = true
-		return nil
-	}
-	wk.upTo = cursor
-	return nil
-}
-
-// work is what one page asks of one transform.
-type work struct {
-	t       *catalog.Transform
-	plan    *plan.Plan
-	resync  bool
-	skip    bool                 // an initial build has not begun: it will read everything
-	upTo    []string             // an initial build's cursor: keys past it are the build's
-	keys    map[string][]*string // target keys (source keys, FROM keys or groups), by text
-	buckets map[int]bool
-}
-
-func (wk *work) add(key []*string, bucket int) {
-	var b strings.Builder
-	for _, v := range key {
-		if v == nil {
-			b.WriteString("\x00N")
-		} else {
-			b.WriteString(*v)
-		}
-		b.WriteByte(0)
-	}
-	wk.keys[b.String()] = key
-	wk.buckets[bucket] = true
-}
-
-// Ptrs is a key's values as nullable text, the form keys take in works.
-func Ptrs(ss []string) []*string {
-	out := make([]*string, len(ss))
-	for i := range ss {
-		out[i] = &ss[i]
-	}
-	return out
-}
-
 // affected adds to wk the target keys a source's changes touch.
-func (w *Worker) affected(ctx context.Context, tx pgx.Tx, wk *work, src int, sc *srcChanges) error {
+func (w *Worker) affected(ctx context.Context, tx pgx.Tx, wk *recompute.Set, src int, sc *srcChanges) error {
 	if sc.truncate {
-		wk.resync = true
+		wk.Resync = true
 	}
-	if wk.resync || len(sc.rows) == 0 {
+	if wk.Resync || len(sc.rows) == 0 {
 		return nil
 	}
-	spec := wk.t.Spec
+	spec := wk.T.Spec
 	fromSide := spec.Source.ID == src
 	joinedSide := spec.Join != nil && spec.Join.Source.ID == src
-	kind := wk.plan.Kind()
+	kind := wk.Plan.Kind()
 	if fromSide && kind != plan.KindAggregate {
 		for _, c := range sc.rows {
-			wk.add(Ptrs(c.Key), c.Bucket)
+			wk.Add(recompute.Ptrs(c.Key), c.Bucket)
 		}
 	}
 	if kind == plan.KindProjection || (kind == plan.KindJoin && !joinedSide) {
@@ -509,7 +420,7 @@ func (w *Worker) affected(ctx context.Context, tx pgx.Tx, wk *work, src int, sc 
 	}
 	s := w.sources[src]
 	if s == nil {
-		return fmt.Errorf("source %d of %s is not in the catalog", src, wk.t.Target)
+		return fmt.Errorf("source %d of %s is not in the catalog", src, wk.T.Target)
 	}
 	side := spec.Source
 	if !fromSide {
@@ -517,11 +428,11 @@ func (w *Worker) affected(ctx context.Context, tx pgx.Tx, wk *work, src int, sc 
 	}
 	ch := plan.Changes{Source: side, CapCols: s.CapCols, CapTypes: s.CapTypes, Part: sc.part}
 	args := ch.Args(len(sc.rows), func(i int) ([]string, []*string) { return sc.rows[i].Key, sc.rows[i].Vals })
-	queries := wk.plan.AffectedQueries(ch, fromSide, joinedSide, ledger.Buckets)
+	queries := wk.Plan.AffectedQueries(ch, fromSide, joinedSide, ledger.Buckets)
 	for _, q := range queries {
 		rows, err := tx.Query(ctx, q, args...)
 		if err != nil {
-			return fmt.Errorf("finding what changes of %s touch in %s: %w", s.Name(), wk.t.Target, err)
+			return fmt.Errorf("finding what changes of %s touch in %s: %w", s.Name(), wk.T.Target, err)
 		}
 		for rows.Next() {
 			vals, err := rows.Values()
@@ -535,97 +446,11 @@ func (w *Worker) affected(ctx context.Context, tx pgx.Tx, wk *work, src int, sc 
 					key[i] = &v
 				}
 			}
-			wk.add(key, int(vals[len(vals)-1].(int32)))
+			wk.Add(key, int(vals[len(vals)-1].(int32)))
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return fmt.Errorf("finding what changes of %s touch in %s: %w", s.Name(), wk.t.Target, err)
-		}
-	}
-	return nil
-}
-
-// keyList is the work's keys, in a stable order.
-func (wk *work) keyList() [][]*string {
-	ids := make([]string, 0, len(wk.keys))
-	for id := range wk.keys {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	out := make([][]*string, len(ids))
-	for i, id := range ids {
-		out[i] = wk.keys[id]
-	}
-	return out
-}
-
-// nKeyParams is how many key columns (one text[] parameter each) the
-// keyed statements of the work's plan take.
-func (wk *work) nKeyParams() int {
-	if wk.plan.Kind() == plan.KindJoin {
-		return len(wk.t.Spec.Source.KeyCols)
-	}
-	return len(wk.plan.KeyNames())
-}
-
-// keyedStatements are the statements recomputing a set of keys under pl;
-// their parameters are nKeyParams text[] (the keys, column by column), then
-// the bound (an initial build's cursor).
-func (wk *work) keyedStatements(pl *plan.Plan, keys [][]*string) []string {
-	switch pl.Kind() {
-	case plan.KindProjection:
-		return []string{pl.Recompute(wk.upTo != nil)}
-	case plan.KindJoin:
-		return pl.RecomputeJoinKeys()
-	}
-	return pl.RecomputeGroups(hasNull(keys))
-}
-
-// keyedArgs are the parameters of keyedStatements for keys.
-func (wk *work) keyedArgs(keys [][]*string) []any {
-	n := wk.nKeyParams()
-	cols := make([][]*string, n)
-	for _, k := range keys {
-		for i := 0; i < n; i++ {
-			cols[i] = append(cols[i], k[i])
-		}
-	}
-	args := make([]any, 0, n+len(wk.upTo))
-	for _, c := range cols {
-		args = append(args, c)
-	}
-	for _, v := range wk.upTo {
-		args = append(args, v)
-	}
-	return args
-}
-
-// apply recomputes the work's keys (or the whole target) under its plan.
-func (wk *work) apply(ctx context.Context, tx pgx.Tx) error {
-	pl := wk.plan
-	if wk.skip {
-		return nil
-	}
-	var stmts []string
-	var args []any
-	switch {
-	case wk.resync && pl.Kind() == plan.KindProjection:
-		stmts = []string{pl.Resync(wk.upTo != nil)}
-		for _, v := range wk.upTo {
-			args = append(args, v)
-		}
-	case wk.resync:
-		stmts = pl.ShapeResync()
-	case len(wk.keys) == 0:
-		return nil
-	default:
-		keys := wk.keyList()
-		stmts = wk.keyedStatements(pl, keys)
-		args = wk.keyedArgs(keys)
-	}
-	for _, q := range stmts {
-		if _, err := tx.Exec(ctx, q, args...); err != nil {
-			return fmt.Errorf("applying %d keys to %s: %w", len(wk.keys), wk.t.Target, err)
+			return fmt.Errorf("finding what changes of %s touch in %s: %w", s.Name(), wk.T.Target, err)
 		}
 	}
 	return nil

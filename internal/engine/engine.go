@@ -1,7 +1,8 @@
 // Package engine carries out Trellis statements (define, pause, resume,
 // drop, alter) against the catalog, and answers the catalog reads (status,
 // definitions, watermarks, liveness). The background workers live in
-// packages staging and drain.
+// packages staging and drain; the ledger and recomputes in ledger and
+// recompute.
 package engine
 
 import (
@@ -19,13 +20,14 @@ import (
 
 	"github.com/trellis-pg/trellis/internal/capture"
 	"github.com/trellis-pg/trellis/internal/catalog"
-	"github.com/trellis-pg/trellis/internal/drain"
 	"github.com/trellis-pg/trellis/internal/errs"
 	"github.com/trellis-pg/trellis/internal/grammar"
 	"github.com/trellis-pg/trellis/internal/ident"
 	"github.com/trellis-pg/trellis/internal/ledger"
+	"github.com/trellis-pg/trellis/internal/metrics"
 	"github.com/trellis-pg/trellis/internal/pgerr"
 	"github.com/trellis-pg/trellis/internal/plan"
+	"github.com/trellis-pg/trellis/internal/recompute"
 	"github.com/trellis-pg/trellis/trellistype"
 )
 
@@ -35,7 +37,10 @@ type Engine struct {
 	Cat          *catalog.Catalog
 	Names        capture.Names
 	TargetSchema string
-	Drain        *drain.Engine // re-derives released keys
+	// Recompute re-derives released keys.
+	Recompute *recompute.Recomputer
+	// Metrics counts the capture disruptions a call finds (nil: not counted).
+	Metrics *metrics.Instance
 	// Ledger answers watermark waits (the call pool's).
 	Ledger *ledger.Ledger
 }
@@ -340,8 +345,8 @@ func (e *Engine) DetectCaptureDisruptions(ctx context.Context) ([]string, error)
 		if err != nil {
 			return err
 		}
-		if e.Drain != nil {
-			e.Drain.Metrics.CaptureFailures("disruption", len(found))
+		if e.Metrics != nil {
+			e.Metrics.CaptureFailures("disruption", len(found))
 		}
 		if len(found) > 0 {
 			if err := e.Cat.BumpGen(ctx, tx); err != nil {

@@ -12,11 +12,11 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/trellis-pg/trellis/internal/catalog"
-	"github.com/trellis-pg/trellis/internal/drain"
 	"github.com/trellis-pg/trellis/internal/errs"
 	"github.com/trellis-pg/trellis/internal/grammar"
 	"github.com/trellis-pg/trellis/internal/pgerr"
 	"github.com/trellis-pg/trellis/internal/plan"
+	"github.com/trellis-pg/trellis/internal/recompute"
 	"github.com/trellis-pg/trellis/trellistype"
 )
 
@@ -305,16 +305,16 @@ func (e *Engine) release(ctx context.Context, tx pgx.Tx, t *catalog.Transform, h
 		}
 		captured, err := e.Ledger.Restage(ctx, tx, h.table, h.key)
 		if err != nil {
-			return fmt.Errorf("staging %s of %s again: %w", drain.RenderKey(h.key), h.table, err)
+			return fmt.Errorf("staging %s of %s again: %w", recompute.RenderKey(h.key), h.table, err)
 		}
 		if !captured {
-			return errs.New(trellistype.CodeNotFound, "%s is no longer captured: its row %s cannot be staged again", h.table, drain.RenderKey(h.key))
+			return errs.New(trellistype.CodeNotFound, "%s is no longer captured: its row %s cannot be staged again", h.table, recompute.RenderKey(h.key))
 		}
 	}
 	if len(keys) == 0 {
 		return nil
 	}
-	return e.Drain.Release(ctx, tx, t, keys)
+	return e.Recompute.Release(ctx, tx, t, keys)
 }
 
 // releaseInline is the most held keys RESUME re-derives itself; past it,

@@ -14,9 +14,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/trellis-pg/trellis/internal/catalog"
-	"github.com/trellis-pg/trellis/internal/drain"
 	"github.com/trellis-pg/trellis/internal/ledger"
 	"github.com/trellis-pg/trellis/internal/plan"
+	"github.com/trellis-pg/trellis/internal/recompute"
 	"github.com/trellis-pg/trellis/trellistype"
 )
 
@@ -321,7 +321,7 @@ func (c *check) checkPage(ctx context.Context, t *catalog.Transform, lower []str
 			continue
 		}
 		if len(c.rep.Divergences) < MaxExamples {
-			c.rep.Divergences = append(c.rep.Divergences, trellistype.Divergence{Kind: row.kind, Key: drain.RenderKey(row.key),
+			c.rep.Divergences = append(c.rep.Divergences, trellistype.Divergence{Kind: row.kind, Key: recompute.RenderKey(row.key),
 				Columns: row.cols, Target: row.tgt, Recomputed: row.rec})
 		}
 	}
@@ -507,7 +507,7 @@ func (c *check) inFlight(ctx context.Context, tx pgx.Tx, t *catalog.Transform, p
 		joinedSide := spec.Join != nil && spec.Join.Source.ID == src
 		if fromSide && kind != plan.KindAggregate {
 			for _, ch := range chs {
-				units = append(units, drain.Ptrs(ch.Key))
+				units = append(units, recompute.Ptrs(ch.Key))
 			}
 		}
 		if kind == plan.KindProjection || (kind == plan.KindJoin && !joinedSide) {

@@ -9,14 +9,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/trellis-pg/trellis/internal/catalog"
-	"github.com/trellis-pg/trellis/internal/drain"
 	"github.com/trellis-pg/trellis/internal/ident"
 	"github.com/trellis-pg/trellis/internal/plan"
+	"github.com/trellis-pg/trellis/internal/recompute"
 )
 
 // Bad data never stops a build either: a build page on which a row fails
-// is re-derived key by key, the way the drain does it (package drain,
-// quarantine.go), so a failing column is quarantined, a failing key
+// is re-derived key by key, the way the drain does it (package recompute),
+// so a failing column is quarantined, a failing key
 // poisoned, and the build goes on.
 
 // buildRange builds one page of a projection: the keys in (lower, upper],
@@ -25,20 +25,20 @@ func (w *Worker) buildRange(ctx context.Context, tx pgx.Tx, t *catalog.Transform
 	pl := t.Plan()
 	rebuild := t.BuildKind == "rebuild"
 	var deleted, upserted int64
-	err := drain.Savepoint(ctx, tx, func() error {
+	err := recompute.Savepoint(ctx, tx, func() error {
 		return tx.QueryRow(ctx, pl.BuildPage(hasLower, hasUpper, rebuild), args...).Scan(&deleted, &upserted)
 	})
 	if err == nil {
 		return upserted, w.sampleRange(ctx, tx, t, hasLower, hasUpper, args)
 	}
-	if !drain.RowError(err) {
+	if !recompute.RowError(err) {
 		return 0, err
 	}
 	keys, err := textRows(ctx, tx, pl.BuildPageKeys(hasLower, hasUpper, rebuild), args...)
 	if err != nil {
 		return 0, fmt.Errorf("listing the keys of a build page: %w", err)
 	}
-	return int64(len(keys)), w.Drain.BuildKeys(ctx, tx, t, keys)
+	return int64(len(keys)), w.Recompute.BuildKeys(ctx, tx, t, keys)
 }
 
 // OneShotRows and OneShotBytes bound the source an initial build reads in
@@ -85,7 +85,7 @@ func (w *Worker) buildAllAtOnce(ctx context.Context, tx pgx.Tx, t *catalog.Trans
 // nothing, when anything fails: the caller then builds the usual way.
 // rows is what the last statement wrote.
 func (w *Worker) buildKeyAfter(ctx context.Context, tx pgx.Tx, t *catalog.Transform, drop string, stmts []string, create string) (rows int64, ok bool, err error) {
-	err = drain.Savepoint(ctx, tx, func() error {
+	err = recompute.Savepoint(ctx, tx, func() error {
 		all := append(append([]string{"LOCK TABLE " + t.Target.Quoted() + " IN ACCESS EXCLUSIVE MODE NOWAIT", drop}, stmts...), create)
 		for i, q := range all {
 			tag, err := tx.Exec(ctx, q)
@@ -114,11 +114,11 @@ func (w *Worker) buildKeyAfter(ctx context.Context, tx pgx.Tx, t *catalog.Transf
 // the careful way.
 func (w *Worker) nextInitialPage(ctx context.Context, tx pgx.Tx, t *catalog.Transform, hasLower bool, lowerArgs []any) (upper []string, rows int64, last, fast bool, err error) {
 	var end []string
-	err = drain.Savepoint(ctx, tx, func() error {
+	err = recompute.Savepoint(ctx, tx, func() error {
 		return tx.QueryRow(ctx, t.Plan().BuildPageNext(hasLower, BuildPageRows), lowerArgs...).Scan(&rows, &end)
 	})
 	if err != nil {
-		if drain.RowError(err) {
+		if recompute.RowError(err) {
 			return nil, 0, false, false, nil
 		}
 		return nil, 0, false, false, err
@@ -146,23 +146,23 @@ func toAny(ss []string) []any {
 // row the build read. The columns are evaluated once over the whole page
 // (the work undone); only a page on which one fails is probed key by key.
 func (w *Worker) sampleRange(ctx context.Context, tx pgx.Tx, t *catalog.Transform, hasLower, hasUpper bool, args []any) error {
-	cols, err := w.Drain.QuarantinedColumns(ctx, tx, t.ID)
+	cols, err := w.Recompute.QuarantinedColumns(ctx, tx, t.ID)
 	if err != nil || len(cols) == 0 {
 		return err
 	}
-	only := drain.WithPaused(t.Plan(), func(c plan.Column) bool { return !slices.Contains(cols, c.Name) })
+	only := recompute.WithPaused(t.Plan(), func(c plan.Column) bool { return !slices.Contains(cols, c.Name) })
 	var deleted, upserted int64
-	failed := drain.Undone(ctx, tx, func() error {
+	failed := recompute.Undone(ctx, tx, func() error {
 		return tx.QueryRow(ctx, only.BuildPage(hasLower, hasUpper, true), args...).Scan(&deleted, &upserted)
 	})
-	if failed == nil || !drain.RowError(failed) {
+	if failed == nil || !recompute.RowError(failed) {
 		return failed
 	}
 	keys, err := textRows(ctx, tx, t.Plan().BuildPageKeys(hasLower, hasUpper, false), args...)
 	if err != nil {
 		return fmt.Errorf("listing the keys of a build page: %w", err)
 	}
-	return w.Drain.SampleKeys(ctx, tx, t, keys, cols)
+	return w.Recompute.SampleKeys(ctx, tx, t, keys, cols)
 }
 
 // buildWhole builds a join or aggregate: every row deleted, then what the
@@ -178,7 +178,7 @@ func (w *Worker) buildWhole(ctx context.Context, tx pgx.Tx, t *catalog.Transform
 		}
 	}
 	var n int64
-	err := drain.Savepoint(ctx, tx, func() error {
+	err := recompute.Savepoint(ctx, tx, func() error {
 		for _, q := range stmts {
 			tag, err := tx.Exec(ctx, q)
 			if err != nil {
@@ -188,7 +188,7 @@ func (w *Worker) buildWhole(ctx context.Context, tx pgx.Tx, t *catalog.Transform
 		}
 		return nil
 	})
-	if err == nil || !drain.RowError(err) {
+	if err == nil || !recompute.RowError(err) {
 		return n, err
 	}
 	if _, err := tx.Exec(ctx, stmts[0]); err != nil {
@@ -198,7 +198,7 @@ func (w *Worker) buildWhole(ctx context.Context, tx pgx.Tx, t *catalog.Transform
 	if err != nil {
 		return 0, fmt.Errorf("listing the keys of %s: %w", t.Target, err)
 	}
-	return int64(len(keys)), w.Drain.BuildKeys(ctx, tx, t, keys)
+	return int64(len(keys)), w.Recompute.BuildKeys(ctx, tx, t, keys)
 }
 
 // buildWithoutIndex runs an initial build of a join or aggregate with the

@@ -19,11 +19,11 @@ import (
 
 	"github.com/trellis-pg/trellis/internal/capture"
 	"github.com/trellis-pg/trellis/internal/catalog"
-	"github.com/trellis-pg/trellis/internal/drain"
 	"github.com/trellis-pg/trellis/internal/ident"
 	"github.com/trellis-pg/trellis/internal/ledger"
 	"github.com/trellis-pg/trellis/internal/metrics"
 	"github.com/trellis-pg/trellis/internal/plan"
+	"github.com/trellis-pg/trellis/internal/recompute"
 )
 
 // Defaults for the worker's cadence.
@@ -43,8 +43,8 @@ type Worker struct {
 	PollInterval time.Duration
 	// Ledger is the ring the worker keeps turning.
 	Ledger *ledger.Ledger
-	// Drain re-derives, key by key, a build page on which a row failed.
-	Drain *drain.Engine
+	// Recompute re-derives, key by key, a build page on which a row failed.
+	Recompute *recompute.Recomputer
 	// Metrics counts builds and disruptions and samples the instance's
 	// gauges (nil: neither).
 	Metrics *metrics.Instance
@@ -262,7 +262,7 @@ func (w *Worker) buildPage(ctx context.Context, id int) (*plan.Target, error) {
 		}
 		// Key locks before the transform's row, in the drain's order: a
 		// page that quarantines a column updates that row under its key locks.
-		if err := lockAll(ctx, tx, w.Cat.Schema, id); err != nil {
+		if err := recompute.LockAll(ctx, tx, w.Cat.Schema, id); err != nil {
 			return err
 		}
 		t, err := w.Cat.TransformByID(ctx, tx, id, true)
@@ -391,14 +391,6 @@ func (w *Worker) buildShape(ctx context.Context, tx pgx.Tx, t *catalog.Transform
 	}
 	_, err = tx.Exec(ctx, w.Cat.SQL(sqlCorrectionsDone), t.ID)
 	return err
-}
-
-func lockAll(ctx context.Context, tx pgx.Tx, schema string, id int) error {
-	locks := make([]int64, ledger.Buckets)
-	for b := range locks {
-		locks[b] = drain.KeyLock(schema, id, b)
-	}
-	return drain.LockKeys(ctx, tx, locks)
 }
 
 // checkPartitions notices partitions attached to or detached from a

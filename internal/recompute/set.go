@@ -1,0 +1,176 @@
+package recompute
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/trellis-pg/trellis/internal/catalog"
+	"github.com/trellis-pg/trellis/internal/ledger"
+	"github.com/trellis-pg/trellis/internal/plan"
+)
+
+// Set is what one transaction recomputes of one transform: a set of its
+// target keys (source keys, FROM keys or groups), or with Resync the whole
+// target.
+type Set struct {
+	T      *catalog.Transform
+	Plan   *plan.Plan // T's plan; a diagnosis pauses the columns it quarantines
+	Resync bool       // recompute the whole target (a TRUNCATE of a source)
+
+	skip    bool                 // an initial build has not begun: it will read everything
+	upTo    []string             // an initial build's cursor: keys past it are the build's
+	keys    map[string][]*string // by their text
+	buckets map[int]bool
+}
+
+// NewSet is an empty set of keys of t, under t's plan.
+func NewSet(t *catalog.Transform) *Set {
+	return &Set{T: t, Plan: t.Plan(), keys: map[string][]*string{}, buckets: map[int]bool{}}
+}
+
+// Len is how many keys the set holds.
+func (wk *Set) Len() int { return len(wk.keys) }
+
+// Locks are the key locks applying the set takes: its keys' buckets, or
+// every bucket for a whole-target recompute.
+func (wk *Set) Locks(schema string) []int64 {
+	var locks []int64
+	if wk.Resync {
+		for b := 0; b < ledger.Buckets; b++ {
+			locks = append(locks, KeyLock(schema, wk.T.ID, b))
+		}
+		return locks
+	}
+	for b := range wk.buckets {
+		locks = append(locks, KeyLock(schema, wk.T.ID, b))
+	}
+	return locks
+}
+
+// Add adds a key, in the bucket its ledger row (or affected-keys query) gave.
+func (wk *Set) Add(key []*string, bucket int) {
+	var b strings.Builder
+	for _, v := range key {
+		if v == nil {
+			b.WriteString("\x00N")
+		} else {
+			b.WriteString(*v)
+		}
+		b.WriteByte(0)
+	}
+	wk.keys[b.String()] = key
+	wk.buckets[bucket] = true
+}
+
+// keyList is the work's keys, in a stable order.
+func (wk *Set) keyList() [][]*string {
+	ids := make([]string, 0, len(wk.keys))
+	for id := range wk.keys {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	out := make([][]*string, len(ids))
+	for i, id := range ids {
+		out[i] = wk.keys[id]
+	}
+	return out
+}
+
+// nKeyParams is how many key columns (one text[] parameter each) the
+// keyed statements of the work's plan take.
+func (wk *Set) nKeyParams() int {
+	if wk.Plan.Kind() == plan.KindJoin {
+		return len(wk.T.Spec.Source.KeyCols)
+	}
+	return len(wk.Plan.KeyNames())
+}
+
+// keyedStatements are the statements recomputing a set of keys under pl;
+// their parameters are nKeyParams text[] (the keys, column by column), then
+// the bound (an initial build's cursor).
+func (wk *Set) keyedStatements(pl *plan.Plan, keys [][]*string) []string {
+	switch pl.Kind() {
+	case plan.KindProjection:
+		return []string{pl.Recompute(wk.upTo != nil)}
+	case plan.KindJoin:
+		return pl.RecomputeJoinKeys()
+	}
+	return pl.RecomputeGroups(hasNull(keys))
+}
+
+// keyedArgs are the parameters of keyedStatements for keys.
+func (wk *Set) keyedArgs(keys [][]*string) []any {
+	n := wk.nKeyParams()
+	cols := make([][]*string, n)
+	for _, k := range keys {
+		for i := 0; i < n; i++ {
+			cols[i] = append(cols[i], k[i])
+		}
+	}
+	args := make([]any, 0, n+len(wk.upTo))
+	for _, c := range cols {
+		args = append(args, c)
+	}
+	for _, v := range wk.upTo {
+		args = append(args, v)
+	}
+	return args
+}
+
+// apply recomputes the work's keys (or the whole target) under its plan.
+func (wk *Set) apply(ctx context.Context, tx pgx.Tx) error {
+	pl := wk.Plan
+	if wk.skip {
+		return nil
+	}
+	var stmts []string
+	var args []any
+	switch {
+	case wk.Resync && pl.Kind() == plan.KindProjection:
+		stmts = []string{pl.Resync(wk.upTo != nil)}
+		for _, v := range wk.upTo {
+			args = append(args, v)
+		}
+	case wk.Resync:
+		stmts = pl.ShapeResync()
+	case len(wk.keys) == 0:
+		return nil
+	default:
+		keys := wk.keyList()
+		stmts = wk.keyedStatements(pl, keys)
+		args = wk.keyedArgs(keys)
+	}
+	for _, q := range stmts {
+		if _, err := tx.Exec(ctx, q, args...); err != nil {
+			return fmt.Errorf("applying %d keys to %s: %w", len(wk.keys), wk.T.Target, err)
+		}
+	}
+	return nil
+}
+
+// buildBound reads, under the key locks, whether a projection is in its
+// initial build: the build inserts the keys past its cursor itself, so the
+// drain leaves them alone (and everything, before the build has begun).
+func (a *applier) buildBound(ctx context.Context, tx pgx.Tx, wk *Set) error {
+	if wk.Plan.Kind() != plan.KindProjection || (wk.T.State != catalog.StateWaiting && wk.T.State != catalog.StateBackfilling) {
+		return nil
+	}
+	var state, kind string
+	var cursor []string
+	if err := tx.QueryRow(ctx, a.r.Cat.SQL(sqlBuildState), wk.T.ID).Scan(&state, &kind, &cursor); err != nil {
+		return fmt.Errorf("reading the build state of %s: %w", wk.T.Target, err)
+	}
+	if kind != "initial" || (state != catalog.StateWaiting && state != catalog.StateBackfilling) {
+		return nil
+	}
+	if cursor == nil {
+		wk.skip = true
+		return nil
+	}
+	wk.upTo = cursor
+	return nil
+}
