@@ -246,7 +246,16 @@ func (c *Client) runStaging(w *staging.Worker) {
 		if ctx.Err() != nil {
 			return
 		}
-		for ctx.Err() == nil && !c.retakeStagingLock(ctx) {
+		for ctx.Err() == nil {
+			ok, err := c.retakeStagingLock(ctx)
+			if ok {
+				break
+			}
+			if err != nil && ctx.Err() == nil {
+				// The database does not answer: said by the metrics
+				// (trellis_up 0), not by the series going silent.
+				c.metrics.SampleFailed()
+			}
 			select {
 			case <-ctx.Done():
 			case <-time.After(2 * time.Second):
@@ -255,22 +264,25 @@ func (c *Client) runStaging(w *staging.Worker) {
 	}
 }
 
-func (c *Client) retakeStagingLock(ctx context.Context) bool {
+// retakeStagingLock tries to take the staging lock on a new connection:
+// false with an error when the database could not be asked, false alone
+// when another staging worker holds the lock.
+func (c *Client) retakeStagingLock(ctx context.Context) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	_ = c.stagingConn.Close(ctx)
 	conn, err := pgx.ConnectConfig(ctx, c.work.Config().ConnConfig)
 	if err != nil {
-		return false
+		return false, err
 	}
 	var ok bool
 	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", catalog.LockKey(c.opts.Schema, "staging")).Scan(&ok); err != nil || !ok {
 		_ = conn.Close(ctx)
-		return false
+		return false, err
 	}
 	c.stagingConn = conn
 	c.logger.Info("the staging worker holds its lock again")
-	return true
+	return true, nil
 }
 
 // Close cancels the calls in flight (they return a CodeValidation error),

@@ -14,7 +14,8 @@ const (
 	StateWaitingToBackfill State = "waiting_to_backfill"
 	// StateBackfilling: the target is being filled (or re-derived) from its source.
 	StateBackfilling State = "backfilling"
-	// StateLive: built, and every committed change of its source is applied.
+	// StateLive: built, and its sources' changes are applied as they commit
+	// (Status.PendingChanges counts those still on their way).
 	StateLive State = "live"
 	// StateCatchingUp: live, but an upstream column it reads is paused.
 	StateCatchingUp State = "catching_up"
@@ -39,6 +40,16 @@ type Status struct {
 	BackfillingColumns []string `json:"backfilling_columns"`
 	// BuildRows is how many rows the current (or last) build has written.
 	BuildRows int64 `json:"build_rows"`
+	// PendingChanges counts the committed, captured changes of its sources
+	// (for a chain, also of the sources upstream of it) not yet applied to
+	// the target; 0 when the target is caught up. Changes held in
+	// quarantine are counted in HeldKeys instead.
+	PendingChanges int64 `json:"pending_changes"`
+	// Lag is how long the oldest pending change has waited, at most (the
+	// estimate is as fine as the ledger's cuts, a few seconds at worst
+	// while a staging worker runs); 0 when PendingChanges is 0. In JSON,
+	// lag_seconds.
+	Lag time.Duration `json:"-"`
 
 	HeldKeys              *HeldKeys        `json:"held_keys"`
 	DrainFailure          *DrainFailure    `json:"drain_failure"`
@@ -50,7 +61,8 @@ type Status struct {
 	BackfillFailure       *BackfillFailure `json:"backfill_failure"`
 }
 
-// MarshalJSON prints lists as arrays and an empty PausedReason as null.
+// MarshalJSON prints lists as arrays, an empty PausedReason as null and
+// Lag as lag_seconds.
 func (s Status) MarshalJSON() ([]byte, error) {
 	type plain Status
 	p := plain(s)
@@ -61,7 +73,8 @@ func (s Status) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		plain
 		PausedReason *string `json:"paused_reason"`
-	}{p, nonEmpty(s.PausedReason)})
+		LagSeconds   float64 `json:"lag_seconds"`
+	}{p, nonEmpty(s.PausedReason), s.Lag.Seconds()})
 }
 
 // HeldKeys are the source keys a transform holds in quarantine.

@@ -82,11 +82,13 @@ func (w *Worker) Run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
+			w.e.Metrics.Up(false)
 			log.Warn("drain pass failed", "error", err)
 			sleep(ctx, backoff)
 			backoff = min(backoff*2, 5*time.Second)
 			continue
 		}
+		w.e.Metrics.Up(true)
 		backoff = 100 * time.Millisecond
 		if did {
 			continue

@@ -668,6 +668,13 @@ func (e *Engine) Status(ctx context.Context, target string) (*trellistype.Status
 	if st.HeldKeys, err = e.heldKeys(ctx, tx, t.ID); err != nil {
 		return nil, err
 	}
+	pending, err := ledger.PendingWork(ctx, tx, e.Cat, t.ID)
+	if err != nil {
+		return nil, err
+	}
+	if len(pending) == 1 {
+		st.PendingChanges, st.Lag = pending[0].Changes, pending[0].Lag
+	}
 	if st.State == trellistype.StateLive && len(st.PausedUpstreamColumns) > 0 {
 		st.State = trellistype.StateCatchingUp
 	}

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/trellis-pg/trellis/internal/catalog"
 )
@@ -12,6 +13,19 @@ import (
 // needs one covering its snapshot) and waits for a concurrent cutter. It
 // returns the number of pages created.
 func (l *Ledger) Cut(ctx context.Context, force bool) (int, error) {
+	return l.cut(ctx, force, 0)
+}
+
+// Tick cuts like an idle worker, and records a cut even with no new rows
+// when the last one is older than every. The staging worker ticks, so that
+// consecutive cuts are at most about every apart while it runs: the time
+// a pending change has waited (Status.Lag) is then known that finely, also
+// when no drain worker runs or the ledger was idle for long.
+func (l *Ledger) Tick(ctx context.Context, every time.Duration) (int, error) {
+	return l.cut(ctx, false, every)
+}
+
+func (l *Ledger) cut(ctx context.Context, force bool, emptyAfter time.Duration) (int, error) {
 	tx, err := l.Pool.Begin(ctx)
 	if err != nil {
 		return 0, err
@@ -66,7 +80,7 @@ func (l *Ledger) Cut(ctx context.Context, force bool) (int, error) {
 	if err := rows.Err(); err != nil {
 		return 0, err
 	}
-	if total == 0 && !force {
+	if total == 0 && !force && (emptyAfter <= 0 || ageMS < float64(emptyAfter.Milliseconds())) {
 		return 0, nil
 	}
 	var n int64

@@ -102,3 +102,45 @@ INSERT INTO %[1]s.ledger (seg, src, bucket, key)
 SELECT r.cur, s.id, hashtext($2::text[]::text) & $3, $2::text[]
 FROM %[1]s.ring r, %[1]s.sources s WHERE s.schema_name || '.' || s.table_name = $1`
 )
+
+// Pending work (pending.go). reach pairs each transform with every source
+// it depends on, through chains of targets read as sources; bysrc counts
+// each source's ledger rows in pages not yet applied (each page's rows
+// are those committed in hi and not in lo, in its buckets; they committed
+// after the previous cut was taken) and those committed since the last
+// cut ($2 lists every bucket, for the (bucket, xid) index).
+const sqlPendingWork = `
+WITH RECURSIVE reach (transform_id, source_id) AS (
+    SELECT transform_id, source_id FROM %[1]s.transform_sources
+    UNION
+    SELECT r.transform_id, ts.source_id
+    FROM reach r
+    JOIN %[1]s.sources s ON s.id = r.source_id
+    JOIN %[1]s.transforms u ON u.target_schema = s.schema_name AND u.target_name = s.table_name
+    JOIN %[1]s.transform_sources ts ON ts.transform_id = u.id
+),
+bysrc AS (
+    SELECT l.src, count(*) AS n, min(coalesce(prev.cut_at, c.cut_at)) AS since
+    FROM %[1]s.pages p
+    JOIN %[1]s.cuts c ON c.n = p.cut
+    LEFT JOIN LATERAL (SELECT pc.cut_at FROM %[1]s.cuts pc WHERE pc.n < p.cut ORDER BY pc.n DESC LIMIT 1) prev ON true
+    JOIN %[1]s.ledger l ON l.bucket = ANY (p.buckets)
+        AND l.xid >= pg_snapshot_xmin(p.lo) AND l.xid < pg_snapshot_xmax(p.hi)
+        AND pg_visible_in_snapshot(l.xid, p.hi) AND NOT pg_visible_in_snapshot(l.xid, p.lo)
+    WHERE NOT p.done
+    GROUP BY l.src
+    UNION ALL
+    SELECT l.src, count(*), min(last.cut_at)
+    FROM (SELECT snap, cut_at FROM %[1]s.cuts ORDER BY n DESC LIMIT 1) last
+    JOIN %[1]s.ledger l ON l.bucket = ANY ($2::int[])
+        AND l.xid >= pg_snapshot_xmin(last.snap) AND NOT pg_visible_in_snapshot(l.xid, last.snap)
+    GROUP BY l.src
+)
+SELECT t.id, t.target_schema, t.target_name, t.state, coalesce(sum(b.n), 0)::int8,
+       coalesce((extract(epoch FROM clock_timestamp() - min(b.since)) * 1000000)::int8, 0)
+FROM %[1]s.transforms t
+LEFT JOIN reach r ON r.transform_id = t.id
+LEFT JOIN bysrc b ON b.src = r.source_id
+WHERE $1 = 0 OR t.id = $1
+GROUP BY t.id
+ORDER BY t.target_schema, t.target_name`

@@ -23,6 +23,9 @@ import (
 // InstanceLabel is the label every series carries.
 const InstanceLabel = "trellis_instance"
 
+// TargetLabel names the transform ("schema.table") of a per-transform series.
+const TargetLabel = "target"
+
 // SampleEvery is the least time between two samples of an instance's gauges.
 const SampleEvery = 2 * time.Second
 
@@ -51,6 +54,11 @@ type families struct {
 	heldKeys     *prometheus.GaugeVec
 	transforms   *prometheus.GaugeVec
 	sampleErrors *prometheus.CounterVec
+
+	up            *prometheus.GaugeVec
+	targetLag     *prometheus.GaugeVec
+	targetPending *prometheus.GaugeVec
+	targetState   *prometheus.GaugeVec
 }
 
 func newFamilies() *families {
@@ -94,18 +102,29 @@ func newFamilies() *families {
 		transforms: gauge("trellis_transforms",
 			"Transforms by state (a transform catching up counts as live). Sampled by the staging worker.", "state"),
 		sampleErrors: counter("trellis_metrics_sample_errors_total",
-			"Failed samples of the instance's gauges by the staging worker (the gauges keep their last values)."),
+			"Failed samples of the instance's gauges by the staging worker (the gauges keep their last values; trellis_up reads 0)."),
+
+		up: gauge("trellis_up",
+			"1 when this process's last round trip to the instance's database (a sample of the gauges, a drain pass) succeeded, 0 when it failed: alert on 0, or on the series' absence from a process that runs workers."),
+		targetLag: gauge("trellis_transform_lag_seconds",
+			"Seconds the oldest change of the transform's sources not yet applied to its target has waited, at most; 0 when none is pending. Sampled by the staging worker.", TargetLabel),
+		targetPending: gauge("trellis_transform_pending_changes",
+			"Committed, captured changes of the transform's sources (through chains, of the sources upstream) not yet applied to its target. Sampled by the staging worker.", TargetLabel),
+		targetState: gauge("trellis_transform_state",
+			"1 for the state the transform is in (as the catalog keeps it: a transform catching up is live), 0 for the others. Sampled by the staging worker.", TargetLabel, "state"),
 	}
 }
 
 func (f *families) collectors() []prometheus.Collector {
 	return []prometheus.Collector{f.drainPages, f.drainKeys, f.drainSeconds, f.quarantine, f.buildPages, f.builds,
-		f.buildRows, f.captureFails, f.lag, f.pending, f.ledgerRows, f.quarantCols, f.heldKeys, f.transforms, f.sampleErrors}
+		f.buildRows, f.captureFails, f.lag, f.pending, f.ledgerRows, f.quarantCols, f.heldKeys, f.transforms, f.sampleErrors,
+		f.up, f.targetLag, f.targetPending, f.targetState}
 }
 
 // sampled are the families the staging worker samples.
 func (f *families) sampled() []*prometheus.GaugeVec {
-	return []*prometheus.GaugeVec{f.lag, f.pending, f.ledgerRows, f.quarantCols, f.heldKeys, f.transforms}
+	return []*prometheus.GaugeVec{f.lag, f.pending, f.ledgerRows, f.quarantCols, f.heldKeys, f.transforms,
+		f.targetLag, f.targetPending, f.targetState}
 }
 
 // collector is every family as one prometheus.Collector.
@@ -182,6 +201,7 @@ type Instance struct {
 
 	smu        sync.Mutex
 	lastSample time.Time
+	targets    map[string]bool // the targets the last sample reported
 }
 
 // Open returns the series of the instance label ("<database>/<catalog
@@ -247,6 +267,20 @@ func (in *Instance) Label() string {
 		return ""
 	}
 	return in.label
+}
+
+// Up records whether this process's last round trip to the instance's
+// database succeeded (trellis_up).
+func (in *Instance) Up(ok bool) {
+	if in == nil {
+		return
+	}
+	// Created on first use: a client that runs no workers reports nothing.
+	v := 0.0
+	if ok {
+		v = 1
+	}
+	fam.up.WithLabelValues(in.label).Set(v)
 }
 
 // DrainPage counts a drain page applied in d, recomputing keys target keys.

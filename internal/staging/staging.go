@@ -59,6 +59,11 @@ func (w *Worker) Run(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		busy, err := w.Pass(ctx)
+		// Sampled whatever the pass did, so a database that fails every
+		// pass shows as failed samples (trellis_up 0), not as silence.
+		if serr := w.Metrics.Sample(ctx, w.Pool, w.Cat); serr != nil && ctx.Err() == nil {
+			w.Logger.Warn("sampling the metrics failed", "error", serr)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -113,8 +118,10 @@ func (w *Worker) Pass(ctx context.Context) (bool, error) {
 			return busy, err
 		}
 		w.lastMaintain = time.Now()
-		if err := w.Metrics.Sample(ctx, w.Pool, w.Cat); err != nil && ctx.Err() == nil {
-			w.Logger.Warn("sampling the metrics failed", "error", err)
+		// A cut at least every SampleEvery, so that how long a pending
+		// change has waited is known that finely (Status.Lag).
+		if _, err := w.Ledger.Tick(ctx, metrics.SampleEvery); err != nil {
+			return busy, fmt.Errorf("cutting the ledger: %w", err)
 		}
 	}
 	return busy, nil

@@ -86,6 +86,24 @@ func TestWorkerMetricsAddr(t *testing.T) {
 	require.Contains(t, body, "# HELP trellis_drain_keys_applied_total ")
 	require.Contains(t, body, "go_goroutines ")
 
+	// The staging worker's samples: per transform, and trellis_up.
+	perTarget := regexp.MustCompile(`trellis_transform_pending_changes\{target="public.order_totals",` + regexp.QuoteMeta(inst) + `\} 0\n`)
+	up := regexp.MustCompile(`trellis_up\{` + regexp.QuoteMeta(inst) + `\} 1\n`)
+	require.Eventually(t, func() bool {
+		code, body, err = scrape(e.ctx, url)
+		return err == nil && code == http.StatusOK && perTarget.MatchString(body) && up.MatchString(body)
+	}, time.Minute, 20*time.Millisecond, "no per-transform series or trellis_up; last scrape:\n%s", body)
+	require.Regexp(t, `trellis_transform_state\{state="live",target="public.order_totals",`+regexp.QuoteMeta(inst)+`\} 1\n`, body)
+
+	// Health and readiness on the same address.
+	code, body, err = scrape(e.ctx, "http://"+addr+"/healthz")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Eventually(t, func() bool {
+		code, body, err = scrape(e.ctx, "http://"+addr+"/readyz")
+		return err == nil && code == http.StatusOK
+	}, time.Minute, 20*time.Millisecond, "never ready: %d %s", code, body)
+
 	code, _, err = scrape(e.ctx, "http://"+addr+"/other")
 	require.NoError(t, err)
 	require.Equal(t, http.StatusNotFound, code)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -49,10 +50,14 @@ with what it means and how to fix it. --json prints the same as JSON.`,
 				}
 				held = page.Samples
 			}
-			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), statusJSON{st, cols})
+			drainAlive, err := c.HasLiveDrainWorkers(ctx)
+			if err != nil {
+				return err
 			}
-			writeStatus(cmd.OutOrStdout(), g, st, cols, held, time.Now())
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), statusJSON{st, cols, drainAlive})
+			}
+			writeStatus(cmd.OutOrStdout(), g, st, cols, held, drainAlive, time.Now())
 			return nil
 		},
 	}
@@ -160,14 +165,16 @@ func resumeCmd(address string) string {
 
 // writeStatus prints a status for people: what it is, then each problem
 // with what it means and what to do. cols are its quarantined columns, held
-// the first keys it holds.
-func writeStatus(w io.Writer, g *globals, st *trellis.Status, cols []trellis.QuarantineEntry, held []trellis.PoisonSample, now time.Time) {
+// the first keys it holds; drainAlive whether any drain worker of the
+// instance is alive.
+func writeStatus(w io.Writer, g *globals, st *trellis.Status, cols []trellis.QuarantineEntry, held []trellis.PoisonSample, drainAlive bool, now time.Time) {
 	name := g.bareTarget(st.Target)
 	resume := resumeCmd(name)
 	fmt.Fprintf(w, "target:     %s\n", st.Target)
 	fmt.Fprintf(w, "state:      %s\n", st.State)
 	fmt.Fprintf(w, "since:      %s (%s)\n", rfc3339(st.Since), ago(st.Since, now))
 	fmt.Fprintf(w, "statement:  %s\n", oneLine(st.Statement, 0))
+	fmt.Fprintf(w, "pending:    %s\n", pendingLine(st))
 	holding := st.HeldKeys != nil && st.HeldKeys.Count > 0
 	switch st.State {
 	case trellis.StateWaitingToBackfill:
@@ -175,9 +182,12 @@ func writeStatus(w io.Writer, g *globals, st *trellis.Status, cols []trellis.Qua
 	case trellis.StateBackfilling:
 		fmt.Fprintf(w, "  being filled from its source: %d rows written so far\n", st.BuildRows)
 	case trellis.StateLive:
-		if holding || len(cols) > 0 {
+		switch {
+		case st.PendingChanges > 0:
+			fmt.Fprintf(w, "  live, behind by %s of its sources not applied yet\n", plural(st.PendingChanges, "committed change"))
+		case holding || len(cols) > 0:
 			fmt.Fprintln(w, "  every committed change of its source is applied, except what is quarantined below")
-		} else {
+		default:
 			fmt.Fprintln(w, "  every committed change of its source is applied")
 		}
 	case trellis.StateCatchingUp:
@@ -187,6 +197,10 @@ func writeStatus(w io.Writer, g *globals, st *trellis.Status, cols []trellis.Qua
 	problem := func(title, explain string, args ...any) {
 		fmt.Fprintf(w, "\n%s\n", title)
 		fmt.Fprintf(w, "  "+explain+"\n", args...)
+	}
+	if !drainAlive {
+		problem("no drain worker is alive",
+			"nothing applies committed changes to any target until one runs: start `trellis worker --drain N`, or a client with DrainWorkers, in some process of the instance")
 	}
 	if st.PausedReason != "" {
 		fix := "fix the cause, then run " + resume + " to resume (it rebuilds the target from its source)"
@@ -307,6 +321,14 @@ func writeStatus(w io.Writer, g *globals, st *trellis.Status, cols []trellis.Qua
 	}
 }
 
+// pendingLine says what is pending for a transform, and for how long.
+func pendingLine(st *trellis.Status) string {
+	if st.PendingChanges == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%s, the oldest waiting up to %s", plural(st.PendingChanges, "change"), st.Lag.Round(time.Millisecond))
+}
+
 // shellWord quotes s for a shell command line when it needs it.
 func shellWord(s string) string {
 	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/@+=,") == "" {
@@ -316,10 +338,12 @@ func shellWord(s string) string {
 }
 
 // statusJSON is what status --json prints: the status as the shared type
-// prints it, with the transform's quarantined columns added.
+// prints it, with the transform's quarantined columns and whether any
+// drain worker is alive added.
 type statusJSON struct {
-	status *trellis.Status
-	cols   []trellis.QuarantineEntry
+	status     *trellis.Status
+	cols       []trellis.QuarantineEntry
+	drainAlive bool
 }
 
 func (s statusJSON) MarshalJSON() ([]byte, error) {
@@ -332,7 +356,10 @@ func (s statusJSON) MarshalJSON() ([]byte, error) {
 		return nil, err
 	}
 	out := append(st[:len(st)-1:len(st)-1], `,"quarantined_columns":`...)
-	return append(append(out, cols...), '}'), nil
+	out = append(out, cols...)
+	out = append(out, `,"drain_workers_alive":`...)
+	out = strconv.AppendBool(out, s.drainAlive)
+	return append(out, '}'), nil
 }
 
 // list is s, or an empty list for nil (JSON [] rather than null).

@@ -20,13 +20,13 @@ func TestStatusFixes(t *testing.T) {
 	at := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
 	now := at.Add(time.Hour)
 	state := pgerrcode.CheckViolation
-	render := func(st *trellis.Status, cols []trellis.QuarantineEntry, held []trellis.PoisonSample) string {
+	render := func(st *trellis.Status, cols []trellis.QuarantineEntry, held []trellis.PoisonSample, noDrain bool) string {
 		st.Target, st.Since, st.Statement = "public.t", at, "TRANSFORM t FROM src SELECT a AS a"
 		if st.State == "" {
 			st.State = trellis.StateLive
 		}
 		var b strings.Builder
-		writeStatus(&b, g, st, cols, held, now)
+		writeStatus(&b, g, st, cols, held, !noDrain, now)
 		return b.String()
 	}
 	for _, tc := range []struct {
@@ -34,13 +34,26 @@ func TestStatusFixes(t *testing.T) {
 		st   trellis.Status
 		cols []trellis.QuarantineEntry
 		held []trellis.PoisonSample
-		want []string
-		not  []string
+		// noDrain: no drain worker of the instance is alive.
+		noDrain bool
+		want    []string
+		not     []string
 	}{
 		{
 			name: "nothing wrong",
-			want: []string{"  every committed change of its source is applied\n"},
-			not:  []string{"quarantined", "held", "failure"},
+			want: []string{"pending:    none\n", "  every committed change of its source is applied\n"},
+			not:  []string{"quarantined", "held", "failure", "drain worker"},
+		},
+		{
+			name:    "changes pending, no drain worker",
+			st:      trellis.Status{PendingChanges: 499, Lag: 12*time.Second + 400*time.Millisecond},
+			noDrain: true,
+			want: []string{
+				"pending:    499 changes, the oldest waiting up to 12.4s\n",
+				"  live, behind by 499 committed changes of its sources not applied yet\n",
+				"\nno drain worker is alive\n  nothing applies committed changes to any target until one runs",
+			},
+			not: []string{"is applied"},
 		},
 		{
 			name: "held keys",
@@ -145,7 +158,7 @@ func TestStatusFixes(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out := render(&tc.st, tc.cols, tc.held)
+			out := render(&tc.st, tc.cols, tc.held, tc.noDrain)
 			for _, w := range tc.want {
 				require.Contains(t, out, w)
 			}

@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
 
@@ -64,7 +67,8 @@ service written in any language. The catalog must be migrated first
 
 With --metrics-addr, it serves Prometheus metrics at http://ADDR/metrics:
 every series of the instance (labelled trellis_instance) and the process's
-own.`,
+own; /healthz answers 200 while the process runs, /readyz 200 once it is
+connected, the database answers and its workers are alive (503 otherwise).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if drain < 0 {
@@ -79,7 +83,10 @@ own.`,
 			}
 			logger := g.logger(level)
 			ctx := cmd.Context()
-			stopMetrics, err := serveMetrics(metricsAddr, logger)
+			var client atomic.Pointer[trellis.Client]
+			stopMetrics, err := serveMetrics(metricsAddr, logger, func(ctx context.Context) error {
+				return workerReady(ctx, client.Load(), staging, drain)
+			})
 			if err != nil {
 				return err
 			}
@@ -88,6 +95,7 @@ own.`,
 			if err != nil {
 				return migrateHint(g, err)
 			}
+			client.Store(c)
 			logger.Info("worker started", "schema", g.schema, "staging", staging, "drain_workers", drain)
 			<-ctx.Done()
 			logger.Info("worker stopping")
@@ -100,8 +108,35 @@ own.`,
 	f.BoolVar(&staging, "staging", true, "run the instance's staging worker (exactly one process per instance)")
 	f.IntVar(&drain, "drain", 2, "number of drain workers")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	f.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. :9187; port 0 picks a free one); off when empty")
+	f.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, and /healthz and /readyz (e.g. :9187; port 0 picks a free one); off when empty")
 	return cmd
+}
+
+// workerReady is the worker's readiness: connected, the database
+// answering, and the workers it runs alive (as the database sees them).
+func workerReady(ctx context.Context, c *trellis.Client, staging bool, drain int) error {
+	if c == nil {
+		return errors.New("not connected to the database yet")
+	}
+	if staging {
+		ok, err := c.HasLiveStagingWorker(ctx)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errors.New("the staging worker is not running")
+		}
+	}
+	if drain > 0 {
+		ok, err := c.HasLiveDrainWorkers(ctx)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errors.New("no drain worker is running")
+		}
+	}
+	return nil
 }
 
 // oneLine collapses a statement's whitespace for a table or a message.
