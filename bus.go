@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/trellis-pg/trellis/internal/capture"
-	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/ident"
+	"github.com/trellis-pg/trellis/internal/locks"
 )
 
 // bus owns the client's listening connection: it LISTENs for the
@@ -60,7 +60,7 @@ func (b *bus) connect(ctx context.Context) error {
 		return err
 	}
 	if b.opts.DrainWorkers > 0 {
-		if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock_shared($1)", catalog.LockKey(b.opts.Schema, "drain")); err != nil {
+		if err := locks.DrainLive(ctx, conn, b.opts.Schema); err != nil {
 			_ = conn.Close(ctx)
 			return err
 		}
@@ -75,7 +75,7 @@ func (b *bus) run(ctx context.Context) {
 			// Release the liveness lock before disconnecting, so the fleet
 			// sees this worker gone as soon as Close returns.
 			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, _ = b.conn.Exec(cctx, "SELECT pg_advisory_unlock_all()")
+			_ = locks.ReleaseAll(cctx, b.conn)
 			_ = b.conn.Close(cctx)
 			cancel()
 		}

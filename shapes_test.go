@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/trellis-pg/trellis"
-	"github.com/trellis-pg/trellis/internal/catalog"
+	"github.com/trellis-pg/trellis/internal/locks"
 )
 
 func TestGroupByAggregates(t *testing.T) {
@@ -231,7 +231,7 @@ func TestPartitionAttachDetachIsCorrected(t *testing.T) {
 	hold, err := e.db.Begin(e.ctx)
 	require.NoError(t, err)
 	defer hold.Rollback(context.Background())
-	_, err = hold.Exec(e.ctx, `SELECT pg_advisory_xact_lock($1)`, catalog.LockKey("trellis", "ddl"))
+	_, err = hold.Exec(e.ctx, `SELECT pg_advisory_xact_lock($1)`, locks.DDLKey("trellis"))
 	require.NoError(t, err)
 	e.exec(`ALTER TABLE readings ATTACH PARTITION readings_4 FOR VALUES IN (4)`)
 	e.exec(`ALTER TABLE readings DETACH PARTITION readings_2`)

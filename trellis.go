@@ -31,6 +31,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/drain"
 	"github.com/trellis-pg/trellis/internal/engine"
 	"github.com/trellis-pg/trellis/internal/ledger"
+	"github.com/trellis-pg/trellis/internal/locks"
 	"github.com/trellis-pg/trellis/internal/logq"
 	"github.com/trellis-pg/trellis/internal/metrics"
 	"github.com/trellis-pg/trellis/internal/recompute"
@@ -169,8 +170,8 @@ func (c *Client) startWorkers(ctx context.Context, names capture.Names) error {
 		if err != nil {
 			return err
 		}
-		var ok bool
-		if err := c.stagingConn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", catalog.LockKey(c.opts.Schema, "staging")).Scan(&ok); err != nil {
+		ok, err := locks.TryStaging(ctx, c.stagingConn, c.opts.Schema)
+		if err != nil {
 			return err
 		}
 		if !ok {
@@ -275,8 +276,7 @@ func (c *Client) retakeStagingLock(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	var ok bool
-	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", catalog.LockKey(c.opts.Schema, "staging")).Scan(&ok); err != nil || !ok {
+	if ok, err := locks.TryStaging(ctx, conn, c.opts.Schema); err != nil || !ok {
 		_ = conn.Close(ctx)
 		return false, err
 	}
@@ -295,7 +295,7 @@ func (c *Client) Close() error {
 		c.wg.Wait()
 		if c.stagingConn != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, _ = c.stagingConn.Exec(ctx, "SELECT pg_advisory_unlock_all()")
+			_ = locks.ReleaseAll(ctx, c.stagingConn)
 			_ = c.stagingConn.Close(ctx)
 			cancel()
 		}
@@ -456,7 +456,7 @@ func (c *Client) HasLiveStagingWorker(ctx context.Context) (bool, error) {
 	var ok bool
 	err := c.call(ctx, "checking for a staging worker", func(ctx context.Context) error {
 		var err error
-		ok, err = c.eng.LockHeld(ctx, catalog.LockKey(c.opts.Schema, "staging"))
+		ok, err = locks.Held(ctx, c.pool, locks.StagingKey(c.opts.Schema))
 		return err
 	})
 	return ok, err
@@ -468,7 +468,7 @@ func (c *Client) HasLiveDrainWorkers(ctx context.Context) (bool, error) {
 	var ok bool
 	err := c.call(ctx, "checking for drain workers", func(ctx context.Context) error {
 		var err error
-		ok, err = c.eng.LockHeld(ctx, catalog.LockKey(c.opts.Schema, "drain"))
+		ok, err = locks.Held(ctx, c.pool, locks.DrainKey(c.opts.Schema))
 		return err
 	})
 	return ok, err

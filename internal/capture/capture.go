@@ -7,7 +7,6 @@ package capture
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"strings"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/trellis-pg/trellis/internal/ident"
 	"github.com/trellis-pg/trellis/internal/ledger"
+	"github.com/trellis-pg/trellis/internal/locks"
 	"github.com/trellis-pg/trellis/internal/pgerr"
 )
 
@@ -46,9 +46,7 @@ type Names struct {
 }
 
 func (n Names) tag() string {
-	h := fnv.New32a()
-	h.Write([]byte(n.Catalog))
-	return fmt.Sprintf("%08x", h.Sum32())
+	return locks.InstanceTag(n.Catalog)
 }
 
 // StagingChannel is the NOTIFY channel that wakes the staging worker when
@@ -292,7 +290,7 @@ func WithLock(ctx context.Context, pool *pgxpool.Pool, waiting Waiting, fn func(
 	backoff := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = '%dms'", LockTimeout.Milliseconds())); err != nil {
+			if err := locks.SetTimeout(ctx, tx, LockTimeout); err != nil {
 				return err
 			}
 			return fn(tx)

@@ -8,7 +8,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/trellis-pg/trellis/internal/errs"
 	"github.com/trellis-pg/trellis/internal/ident"
+	"github.com/trellis-pg/trellis/internal/locks"
 	"github.com/trellis-pg/trellis/trellistype"
 )
 
@@ -73,15 +73,6 @@ func LatestVersion() int {
 	return ms[len(ms)-1].Version
 }
 
-// LockKey derives a bigint advisory-lock key for this instance and purpose.
-// Advisory locks are per database, so schema plus purpose keeps instances
-// (and other users of advisory locks, most likely) apart.
-func LockKey(schema, purpose string) int64 {
-	h := fnv.New64a()
-	h.Write([]byte("trellis\x00" + schema + "\x00" + purpose))
-	return int64(h.Sum64() & 0x7fffffffffffffff)
-}
-
 // Migrate creates or upgrades the catalog in schema, under an advisory lock
 // so that a fleet booting at once migrates once. Each version runs in its own
 // transaction together with its history row.
@@ -99,13 +90,11 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, schema, targetSchema strin
 	}
 	defer conn.Release()
 
-	key := LockKey(schema, "migrate")
-	if _, err := conn.Exec(ctx, sqlLock, key); err != nil {
+	unlock, err := locks.Migrate(ctx, conn, schema)
+	if err != nil {
 		return fmt.Errorf("waiting for the migration lock: %w", err)
 	}
-	defer func() {
-		_, _ = conn.Exec(context.WithoutCancel(ctx), sqlUnlock, key)
-	}()
+	defer unlock()
 
 	if err := checkInstances(ctx, conn.Conn(), schema, targetSchema); err != nil {
 		return err

@@ -3,9 +3,6 @@ package catalog
 // The catalog package's SQL. Identifiers are formatted in through
 // ident.Quote; values are always parameters.
 const (
-	sqlLock   = `SELECT pg_advisory_lock($1)`
-	sqlUnlock = `SELECT pg_advisory_unlock($1)`
-
 	sqlSchemaState = `
 SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1),
        EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace

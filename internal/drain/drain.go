@@ -23,6 +23,7 @@ import (
 
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/ledger"
+	"github.com/trellis-pg/trellis/internal/locks"
 	"github.com/trellis-pg/trellis/internal/metrics"
 	"github.com/trellis-pg/trellis/internal/pgerr"
 	"github.com/trellis-pg/trellis/internal/plan"
@@ -136,7 +137,7 @@ func (w *Worker) drainPage(ctx context.Context, careful int64) (bool, error) {
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 
 	c := w.e.Cat
-	if _, err := tx.Exec(ctx, sqlLockShared, catalog.LockKey(c.Schema, "ddl")); err != nil {
+	if err := locks.DDLShared(ctx, tx, c.Schema); err != nil {
 		return false, err
 	}
 	p, err := w.e.Ledger.Claim(ctx, tx, careful)
@@ -205,7 +206,7 @@ func (w *Worker) halt(ctx context.Context, cause error) bool {
 		return false
 	}
 	err := pgx.BeginFunc(ctx, w.e.Pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", catalog.LockKey(w.e.Cat.Schema, "ddl")); err != nil {
+		if err := locks.DDL(ctx, tx, w.e.Cat.Schema); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, w.e.Cat.SQL(sqlHalt), te.t.ID, te.t.Target.String(), msg); err != nil {
@@ -369,11 +370,11 @@ func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *ledger.Page, caref
 		return srcs, nil
 	}
 	sort.Ints(order)
-	var locks []int64
+	var keys []int64
 	for _, id := range order {
-		locks = append(locks, works[id].Locks(w.e.Cat.Schema)...)
+		keys = append(keys, works[id].Locks(w.e.Cat.Schema)...)
 	}
-	if err := recompute.LockKeys(ctx, tx, locks); err != nil {
+	if err := recompute.LockKeys(ctx, tx, keys); err != nil {
 		return srcs, fmt.Errorf("taking key locks: %w", err)
 	}
 	// Which keys a transform holds is read under the key locks: a release

@@ -2,8 +2,6 @@ package drain
 
 // The drain's SQL; %[1]s is the quoted catalog schema.
 const (
-	sqlLockShared = `SELECT pg_advisory_xact_lock_shared($1)`
-
 	sqlHalt = `
 UPDATE %[1]s.transforms SET state = 'paused', state_since = clock_timestamp(), paused_reason = $3,
     failure_kind = 'halt', failure_table = $2, failure_error = $3, failure_columns = '{}', failure_at = clock_timestamp()

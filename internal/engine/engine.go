@@ -24,6 +24,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/grammar"
 	"github.com/trellis-pg/trellis/internal/ident"
 	"github.com/trellis-pg/trellis/internal/ledger"
+	"github.com/trellis-pg/trellis/internal/locks"
 	"github.com/trellis-pg/trellis/internal/metrics"
 	"github.com/trellis-pg/trellis/internal/pgerr"
 	"github.com/trellis-pg/trellis/internal/plan"
@@ -85,7 +86,7 @@ func (e *Engine) ApplyParsed(ctx context.Context, st grammar.Statement, text str
 // definition under a page that is applying it.
 func (e *Engine) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, e.Pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, sqlLockDDL, catalog.LockKey(e.Cat.Schema, "ddl")); err != nil {
+		if err := locks.DDL(ctx, tx, e.Cat.Schema); err != nil {
 			return err
 		}
 		return fn(tx)
@@ -679,14 +680,6 @@ func (e *Engine) Status(ctx context.Context, target string) (*trellistype.Status
 		st.State = trellistype.StateCatchingUp
 	}
 	return st, nil
-}
-
-// LockHeld reports whether the advisory lock key is held by any session
-// in this database.
-func (e *Engine) LockHeld(ctx context.Context, key int64) (bool, error) {
-	var held bool
-	err := e.Pool.QueryRow(ctx, sqlLockHeld, int64(uint64(key)>>32), int64(uint32(key))).Scan(&held)
-	return held, err
 }
 
 // Snapshot is the current snapshot of committed transactions, as text.

@@ -14,6 +14,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/errs"
 	"github.com/trellis-pg/trellis/internal/grammar"
+	"github.com/trellis-pg/trellis/internal/locks"
 	"github.com/trellis-pg/trellis/internal/pgerr"
 	"github.com/trellis-pg/trellis/internal/plan"
 	"github.com/trellis-pg/trellis/internal/recompute"
@@ -221,10 +222,10 @@ func (e *Engine) PoisonedSince(ctx context.Context, since time.Time) ([]trellist
 // pages in flight is bounded by 30 seconds.
 func (e *Engine) ReleaseKey(ctx context.Context, transform, sourceTable, key string) error {
 	return pgx.BeginFunc(ctx, e.Pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '30s'"); err != nil {
+		if err := locks.SetTimeout(ctx, tx, 30*time.Second); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, sqlLockDDLShared, catalog.LockKey(e.Cat.Schema, "ddl")); err != nil {
+		if err := locks.DDLShared(ctx, tx, e.Cat.Schema); err != nil {
 			return lockTimeout(err, "waiting for a definition change")
 		}
 		t, err := e.Lookup(ctx, tx, transform, false)

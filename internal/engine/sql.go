@@ -2,7 +2,6 @@ package engine
 
 // The engine's SQL for statements and reads; %[1]s is the quoted catalog schema.
 const (
-	sqlLockDDL = `SELECT pg_advisory_xact_lock($1)`
 
 	// Resolves a relation name; $1 is a quoted, possibly qualified name.
 	sqlResolve = `
@@ -110,14 +109,8 @@ GROUP BY i.indexrelid`
 	sqlCorrections = `SELECT node, since FROM %[1]s.corrections WHERE transform_id = $1 ORDER BY since, node`
 
 	// Liveness: a granted advisory lock in this database.
-	sqlLockHeld = `
-SELECT EXISTS (SELECT 1 FROM pg_locks
-  WHERE locktype = 'advisory' AND granted AND objsubid = 1
-    AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-    AND classid = $1::bigint::oid AND objid = $2::bigint::oid)`
 
 	// Quarantine (quarantine.go).
-	sqlLockDDLShared   = `SELECT pg_advisory_xact_lock_shared($1)`
 	sqlHeldKeys        = `SELECT count(*), min(at) FROM %[1]s.quarantine WHERE transform_id = $1 AND column_name = ''`
 	sqlOldestHeldError = `
 SELECT error, coalesce(sqlstate, '') FROM %[1]s.quarantine WHERE transform_id = $1 AND column_name = ''

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/trellis-pg/trellis/internal/catalog"
+	"github.com/trellis-pg/trellis/internal/locks"
 )
 
 // Cut closes the ledger rows committed since the last cut into pages. With
@@ -31,16 +31,12 @@ func (l *Ledger) cut(ctx context.Context, force bool, emptyAfter time.Duration) 
 		return 0, err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	key := catalog.LockKey(l.Cat.Schema, "cut")
 	if force {
-		if _, err := tx.Exec(ctx, sqlCutLock, key); err != nil {
+		if err := locks.Cut(ctx, tx, l.Cat.Schema); err != nil {
 			return 0, err
 		}
-	} else {
-		var ok bool
-		if err := tx.QueryRow(ctx, sqlCutTry, key).Scan(&ok); err != nil || !ok {
-			return 0, err
-		}
+	} else if ok, err := locks.TryCut(ctx, tx, l.Cat.Schema); err != nil || !ok {
+		return 0, err
 	}
 	var lo, hi string
 	var ageMS float64

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/trellis-pg/trellis/internal/ident"
+	"github.com/trellis-pg/trellis/internal/locks"
 	"github.com/trellis-pg/trellis/internal/pgerr"
 )
 
@@ -73,7 +74,7 @@ func (l *Ledger) reclaim(ctx context.Context, seg int, frontier string) error {
 		return err
 	}
 	err := pgx.BeginFunc(ctx, l.Pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = '%dms'", SegmentLockWait.Milliseconds())); err != nil {
+		if err := locks.SetTimeout(ctx, tx, SegmentLockWait); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, fmt.Sprintf(sqlLockSegment, l.Cat.Q(), name)); err != nil {

@@ -5,8 +5,6 @@ const (
 	sqlSnapshot = `SELECT pg_current_snapshot()::text`
 
 	// Cuts.
-	sqlCutTry  = `SELECT pg_try_advisory_xact_lock($1)`
-	sqlCutLock = `SELECT pg_advisory_xact_lock($1)`
 	sqlLastCut = `SELECT snap::text, extract(epoch FROM clock_timestamp() - cut_at) * 1000 FROM %[1]s.cuts ORDER BY n DESC LIMIT 1`
 
 	sqlCutCounts = `

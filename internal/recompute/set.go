@@ -10,6 +10,7 @@ import (
 
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/ledger"
+	"github.com/trellis-pg/trellis/internal/locks"
 	"github.com/trellis-pg/trellis/internal/plan"
 )
 
@@ -38,17 +39,17 @@ func (wk *Set) Len() int { return len(wk.keys) }
 // Locks are the key locks applying the set takes: its keys' buckets, or
 // every bucket for a whole-target recompute.
 func (wk *Set) Locks(schema string) []int64 {
-	var locks []int64
+	var keys []int64
 	if wk.Resync {
 		for b := 0; b < ledger.Buckets; b++ {
-			locks = append(locks, KeyLock(schema, wk.T.ID, b))
+			keys = append(keys, locks.Key(schema, wk.T.ID, b))
 		}
-		return locks
+		return keys
 	}
 	for b := range wk.buckets {
-		locks = append(locks, KeyLock(schema, wk.T.ID, b))
+		keys = append(keys, locks.Key(schema, wk.T.ID, b))
 	}
-	return locks
+	return keys
 }
 
 // Add adds a key, in the bucket its ledger row (or affected-keys query) gave.

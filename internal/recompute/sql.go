@@ -2,12 +2,6 @@ package recompute
 
 // The recomputes' SQL; %[1]s is the quoted catalog schema.
 const (
-	// Key locks, taken in sorted order in one statement so two pages never
-	// deadlock: the subquery's ORDER BY feeds the aggregate in order.
-	sqlKeyLocks = `
-SELECT count(pg_advisory_xact_lock(k)), set_config('lock_timeout', $2, true)
-FROM (SELECT DISTINCT k FROM unnest($1::bigint[]) AS u(k) ORDER BY k) s`
-
 	sqlBuildState = `SELECT state, build_kind, build_cursor FROM %[1]s.transforms WHERE id = $1`
 
 	// Quarantine (quarantine.go).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/trellis-pg/trellis/internal/capture"
 	"github.com/trellis-pg/trellis/internal/catalog"
+	"github.com/trellis-pg/trellis/internal/locks"
 )
 
 // readsSuspect is a source that checkReads found something wrong with.
@@ -124,7 +125,7 @@ func (w *Worker) fixCapture(ctx context.Context, id int) error {
 			}
 			return err
 		}
-		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = '%dms'", capture.LockTimeout.Milliseconds())); err != nil {
+		if err := locks.SetTimeout(ctx, tx, capture.LockTimeout); err != nil {
 			return err
 		}
 		// CREATE OR REPLACE FUNCTION locks no table: this lock is what
@@ -137,7 +138,7 @@ func (w *Worker) fixCapture(ctx context.Context, id int) error {
 		if _, err := tx.Exec(ctx, "LOCK TABLE "+name+" IN "+capture.LockMode+" MODE"); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", catalog.LockKey(w.Cat.Schema, "ddl")); err != nil {
+		if err := locks.DDL(ctx, tx, w.Cat.Schema); err != nil {
 			return err
 		}
 		var s capture.Source

@@ -63,8 +63,6 @@ WHERE t.state IN ('waiting_to_backfill', 'backfilling')
           OR (t.spec->'join'->'source'->>'id')::int = s.id AND coalesce(t.spec->'join'->'source'->'needs', '[]') ? cc.col))
 ORDER BY t.id`
 
-	sqlLockShared = `SELECT pg_advisory_xact_lock_shared($1)`
-
 	// Sources whose table has lost a column or the primary key capture or
 	// its readers rely on, or has a dropped captured column back ($1 is the
 	// mark of a captured column no longer recorded). readers are the

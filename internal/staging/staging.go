@@ -21,6 +21,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/ident"
 	"github.com/trellis-pg/trellis/internal/ledger"
+	"github.com/trellis-pg/trellis/internal/locks"
 	"github.com/trellis-pg/trellis/internal/metrics"
 	"github.com/trellis-pg/trellis/internal/plan"
 	"github.com/trellis-pg/trellis/internal/recompute"
@@ -205,7 +206,7 @@ func (w *Worker) removeOrphans(ctx context.Context) error {
 	for _, s := range srcs {
 		err := capture.WithLock(ctx, w.Pool, nil, func(tx pgx.Tx) error {
 			// Under the DDL lock, so a define cannot adopt the source meanwhile.
-			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", catalog.LockKey(w.Cat.Schema, "ddl")); err != nil {
+			if err := locks.DDL(ctx, tx, w.Cat.Schema); err != nil {
 				return err
 			}
 			tag, err := tx.Exec(ctx, w.Cat.SQL(sqlDeleteSource), s.ID)
@@ -264,7 +265,7 @@ func (w *Worker) buildStep(ctx context.Context) (bool, error) {
 func (w *Worker) buildPage(ctx context.Context, id int) (*plan.Target, error) {
 	var finished *plan.Target
 	err := pgx.BeginFunc(ctx, w.Pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, sqlLockShared, catalog.LockKey(w.Cat.Schema, "ddl")); err != nil {
+		if err := locks.DDLShared(ctx, tx, w.Cat.Schema); err != nil {
 			return err
 		}
 		// Key locks before the transform's row, in the drain's order: a
@@ -518,7 +519,7 @@ func (w *Worker) detectDisruptions(ctx context.Context) error {
 	}
 	var fix []int
 	err = pgx.BeginFunc(ctx, w.Pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", catalog.LockKey(w.Cat.Schema, "ddl")); err != nil {
+		if err := locks.DDL(ctx, tx, w.Cat.Schema); err != nil {
 			return err
 		}
 		found, err := w.Names.Detect(ctx, tx)
