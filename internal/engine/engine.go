@@ -640,14 +640,12 @@ func (e *Engine) Status(ctx context.Context, target string) (*trellistype.Status
 	if st.BackfillingColumns, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
 		return nil, err
 	}
-	var df trellistype.DrainFailure
-	err = tx.QueryRow(ctx, e.Cat.SQL(sqlDrainFailure), t.Spec.Source.Schema+"."+t.Spec.Source.Table).
-		Scan(&df.SegSeq, &df.Tables, &df.Error, &df.SQLState, &df.Since, &df.LastSeen, &df.Attempts)
-	switch {
-	case err == nil:
-		st.DrainFailure = &df
-	case !errors.Is(err, pgx.ErrNoRows):
+	failing, err := e.Ledger.Failing(ctx, tx, []string{t.Spec.Source.Schema + "." + t.Spec.Source.Table}, 1)
+	if err != nil {
 		return nil, err
+	}
+	if len(failing) > 0 {
+		st.DrainFailure = &failing[0]
 	}
 	var cw trellistype.CaptureWait
 	err = tx.QueryRow(ctx, e.Cat.SQL(sqlCaptureWait), t.ID).Scan(&cw.Operation, &cw.Table, &cw.LockMode, &cw.Blockers, &cw.Since)

@@ -78,12 +78,6 @@ WHERE s.schema_name = $1 AND s.table_name = $2 AND t.id <> $3`
 	sqlDropColumnBuild = `DELETE FROM %[1]s.column_builds WHERE transform_id = $1 AND column_name = $2`
 	sqlColumnBuilds    = `SELECT column_name FROM %[1]s.column_builds WHERE transform_id = $1 ORDER BY since, column_name`
 
-	sqlDrainFailure = `
-SELECT p.id, coalesce(p.tables, '{}'), coalesce(p.last_error, ''), p.last_sqlstate, p.first_failed, p.last_failed, p.attempts
-FROM %[1]s.pages p
-WHERE NOT p.done AND p.attempts > 0 AND $1 = ANY (p.tables)
-ORDER BY p.id LIMIT 1`
-
 	sqlNotify = `SELECT pg_notify($1, '')`
 
 	sqlCaptureWait = `

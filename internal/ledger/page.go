@@ -10,6 +10,7 @@ import (
 
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/pgerr"
+	"github.com/trellis-pg/trellis/trellistype"
 )
 
 // Page is the unit of work drain workers claim: the ledger rows of its
@@ -108,4 +109,23 @@ func (l *Ledger) InFlight(ctx context.Context, q catalog.Querier, sources []int,
 func (l *Ledger) Restage(ctx context.Context, tx pgx.Tx, table string, key []*string) (bool, error) {
 	tag, err := tx.Exec(ctx, l.Cat.SQL(sqlRestage), table, key, Buckets-1)
 	return tag.RowsAffected() > 0, err
+}
+
+// Failing reads the pages that failed and are not done yet holding changes
+// of one of the tables (schema.table), oldest first; at most limit of them
+// (0: all).
+func (l *Ledger) Failing(ctx context.Context, q catalog.Querier, tables []string, limit int) ([]trellistype.DrainFailure, error) {
+	var lim *int
+	if limit > 0 {
+		lim = &limit
+	}
+	rows, err := q.Query(ctx, l.Cat.SQL(sqlFailing), tables, lim)
+	if err != nil {
+		return nil, fmt.Errorf("reading drain failures: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[trellistype.DrainFailure])
+	if err != nil {
+		return nil, fmt.Errorf("reading drain failures: %w", err)
+	}
+	return out, nil
 }

@@ -99,6 +99,14 @@ GROUP BY l.src, l.key, l.vals`
 INSERT INTO %[1]s.ledger (seg, src, bucket, key)
 SELECT r.cur, s.id, hashtext($2::text[]::text) & $3, $2::text[]
 FROM %[1]s.ring r, %[1]s.sources s WHERE s.schema_name || '.' || s.table_name = $1`
+
+	// The pages not done that failed, holding changes of one of the tables
+	// $1, oldest first; at most $2 (NULL: all).
+	sqlFailing = `
+SELECT p.id, coalesce(p.tables, '{}'), coalesce(p.last_error, ''), p.last_sqlstate, p.first_failed, p.last_failed, p.attempts
+FROM %[1]s.pages p
+WHERE NOT p.done AND p.attempts > 0 AND p.tables && $1::text[]
+ORDER BY p.id LIMIT $2`
 )
 
 // Pending work (pending.go). reach pairs each transform with every source

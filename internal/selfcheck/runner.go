@@ -669,13 +669,9 @@ func (c *check) finish(ctx context.Context, t *catalog.Transform) (*trellistype.
 	if j := t.Spec.Join; j != nil {
 		names = append(names, j.Source.Schema+"."+j.Source.Table)
 	}
-	rows, err := c.r.Pool.Query(ctx, c.r.Cat.SQL(sqlDrainFailures), names)
-	if err != nil {
+	var err error
+	if rep.DrainFailures, err = c.r.Ledger.Failing(ctx, c.r.Pool, names, 0); err != nil {
 		return nil, err
-	}
-	rep.DrainFailures, err = pgx.CollectRows(rows, pgx.RowToStructByPos[trellistype.DrainFailure])
-	if err != nil {
-		return nil, fmt.Errorf("reading drain failures: %w", err)
 	}
 	if len(rep.DrainFailures) == 0 {
 		rep.DrainFailures = nil

@@ -43,10 +43,4 @@ WHERE id = $1 AND claim = $2 AND state = 'running'`
 
 	sqlHeldUnits = `SELECT key FROM %[1]s.quarantine WHERE transform_id = $1 AND column_name = ''`
 	sqlHeld      = `SELECT count(*), min(at) FROM %[1]s.quarantine WHERE transform_id = $1 AND column_name = ''`
-
-	sqlDrainFailures = `
-SELECT p.id, coalesce(p.tables, '{}'), coalesce(p.last_error, ''), p.last_sqlstate, p.first_failed, p.last_failed, p.attempts
-FROM %[1]s.pages p
-WHERE NOT p.done AND p.attempts > 0 AND p.tables && $1::text[]
-ORDER BY p.id`
 )
