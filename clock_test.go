@@ -1,6 +1,10 @@
 package trellis_test
 
 import (
+	"fmt"
+	"time"
+
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -62,4 +66,83 @@ func TestClockDependentDefinitionsAreRefused(t *testing.T) {
 	defs, err := c.Definitions(e.ctx)
 	require.NoError(t, err)
 	require.Len(t, defs, 2)
+}
+
+// eventually polls cond until it holds, failing the test after a minute.
+func (e *env) eventually(what string, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// differs counts the rows by which a target and a recompute differ, by
+// text forms, both ways.
+func (e *env) differs(target, recompute string) int {
+	e.t.Helper()
+	var n int
+	q := fmt.Sprintf(`SELECT (SELECT count(*) FROM ((SELECT x::text FROM (%[1]s) x) EXCEPT ALL (SELECT y::text FROM (%[2]s) y)) a)
+    + (SELECT count(*) FROM ((SELECT y::text FROM (%[2]s) y) EXCEPT ALL (SELECT x::text FROM (%[1]s) x)) b)`, target, recompute)
+	require.NoError(e.t, e.db.QueryRow(e.ctx, q).Scan(&n))
+	return n
+}
+
+// A function a transform calls that is replaced changes what the
+// definition yields for rows nobody touches: the target is re-derived.
+// One dropped (the definition no longer runs) pauses it with the reason.
+func TestReplacedFunctionRederivesTarget(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE FUNCTION tax(p numeric) RETURNS numeric LANGUAGE sql IMMUTABLE AS 'SELECT p * 0.1'`)
+	e.exec(`CREATE FUNCTION band(p numeric) RETURNS int LANGUAGE plpgsql IMMUTABLE AS 'BEGIN RETURN p::int / 10; END'`)
+	e.exec(`CREATE FUNCTION plus_one(a numeric, b numeric) RETURNS numeric LANGUAGE sql IMMUTABLE AS 'SELECT a + b'`)
+	e.exec(`CREATE OPERATOR ## (LEFTARG = numeric, RIGHTARG = numeric, FUNCTION = plus_one)`)
+	e.exec(`CREATE FUNCTION gone(p numeric) RETURNS numeric LANGUAGE sql IMMUTABLE AS 'SELECT p'`)
+	e.exec(`CREATE TABLE orders (id int PRIMARY KEY, price numeric)`)
+	e.exec(`INSERT INTO orders SELECT g, g FROM generate_series(1, 200) g`)
+	e.exec(`CREATE INDEX ON orders (band(price))`)
+	c := e.engine()
+	shapes := []struct{ stmt, target, recompute string }{
+		{"TRANSFORM taxed FROM orders SELECT tax(price) AS tax, price ## 1 AS up", "SELECT id, tax, up FROM taxed", "SELECT id, price * 0.2, price + 1 FROM orders"},
+		{"TRANSFORM bands FROM orders SELECT band(price) AS band, count(*) AS n GROUP BY band(price)", "SELECT band, n FROM bands", "SELECT price::int / 20, count(*) FROM orders GROUP BY 1"},
+		{"TRANSFORM plain FROM orders SELECT gone(price) AS p", "SELECT id, p FROM plain", "SELECT id, price FROM orders"},
+	}
+	for _, s := range shapes {
+		_, err := c.Define(e.ctx, s.stmt)
+		require.NoError(t, err)
+	}
+	for _, n := range []string{"taxed", "bands", "plain"} {
+		e.waitState(c, n, trellis.StateLive)
+	}
+	e.exec(`CREATE OR REPLACE FUNCTION tax(p numeric) RETURNS numeric LANGUAGE sql IMMUTABLE AS 'SELECT p * 0.2'`)
+	e.exec(`CREATE OR REPLACE FUNCTION band(p numeric) RETURNS int LANGUAGE plpgsql IMMUTABLE AS 'BEGIN RETURN p::int / 20; END'`)
+	e.exec(`REINDEX TABLE orders`)
+	for _, s := range shapes[:2] {
+		e.eventually(s.stmt+" is re-derived", func() bool { return e.differs(s.target, s.recompute) == 0 })
+	}
+	e.exec(`UPDATE orders SET price = price + 1000 WHERE id = 1`)
+	e.converge(c)
+	for _, s := range shapes[:2] {
+		name := strings.Fields(s.stmt)[1]
+		st := e.waitState(c, name, trellis.StateLive)
+		require.Nil(t, st.CaptureFailure)
+		require.Zero(t, e.differs(s.target, s.recompute), s.stmt)
+	}
+	// The operator's function, replaced too.
+	e.exec(`CREATE OR REPLACE FUNCTION plus_one(a numeric, b numeric) RETURNS numeric LANGUAGE sql IMMUTABLE AS 'SELECT a + b + 1'`)
+	e.eventually("the operator's replacement is re-derived", func() bool {
+		return e.differs("SELECT id, up FROM taxed", "SELECT id, price + 2 FROM orders") == 0
+	})
+
+	e.exec(`DROP FUNCTION gone(numeric)`)
+	st := e.waitState(c, "plain", trellis.StatePaused)
+	require.Contains(t, st.PausedReason, "gone(numeric)")
+	require.Contains(t, st.PausedReason, "dropped")
+	// Other transforms stay live.
+	st = e.waitState(c, "taxed", trellis.StateLive)
+	require.Empty(t, st.PausedReason)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/trellis-pg/trellis/internal/errs"
+	"github.com/trellis-pg/trellis/internal/funcwatch"
 	"github.com/trellis-pg/trellis/internal/grammar"
 	"github.com/trellis-pg/trellis/internal/plan"
 	"github.com/trellis-pg/trellis/trellistype"
@@ -143,6 +144,9 @@ func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) 
 			return pgValidation(err, "creating target %s", tgt)
 		}
 		if err := e.recordTypes(ctx, tx, tgt, &spec); err != nil {
+			return err
+		}
+		if spec.Functions, err = funcwatch.Probe(ctx, tx, (&plan.Plan{Target: tgt, Spec: spec}).Query()); err != nil {
 			return err
 		}
 		specJSON, err := json.Marshal(spec)

@@ -21,6 +21,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/capture"
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/errs"
+	"github.com/trellis-pg/trellis/internal/funcwatch"
 	"github.com/trellis-pg/trellis/internal/grammar"
 	"github.com/trellis-pg/trellis/internal/ident"
 	"github.com/trellis-pg/trellis/internal/ledger"
@@ -527,6 +528,9 @@ func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (trellistype.Appli
 			}
 		default:
 			return errs.New(trellistype.CodeValidation, "unknown ALTER TRANSFORM action")
+		}
+		if spec.Functions, err = funcwatch.Probe(ctx, tx, (&plan.Plan{Target: t.Target, Spec: spec}).Query()); err != nil {
+			return err
 		}
 		raw, err := json.Marshal(spec)
 		if err != nil {

@@ -171,6 +171,7 @@ func render(t *testing.T, c goldenCase) string {
 	require.NoError(t, err)
 	section("captured old values (per table)", string(nj))
 	section("KeyNames", strings.Join(pl.KeyNames(), ", "))
+	section("Query", pl.Query())
 	changes := func(tbl *Table, src Source) Changes {
 		ch := Changes{Source: src, CapCols: src.Needs}
 		for _, n := range src.Needs {

@@ -37,6 +37,20 @@ type Spec struct {
 	// Set by definitions that record reads per column (PerColumnReads).
 	BaseReads      []string `json:"base_reads,omitempty"`
 	PerColumnReads bool     `json:"per_column_reads,omitempty"`
+	// Functions are the user functions the definition calls, as they
+	// were when it was defined or last re-derived: a change to one
+	// re-derives the target.
+	Functions []Function `json:"functions,omitempty"`
+}
+
+// Function is a user function a definition calls (directly, through an
+// operator, or as an aggregate's support function).
+type Function struct {
+	OID       uint32 `json:"oid"`
+	Signature string `json:"signature"`
+	// Fingerprint digests what defines the function's result: its body,
+	// language, settings, volatility and return type.
+	Fingerprint string `json:"fingerprint"`
 }
 
 // SetReads recomputes Reads (and the joined table's) from the base reads
@@ -415,6 +429,20 @@ func (p *Plan) BuildPage(hasLower, hasUpper, deleteUnbacked bool) string {
 	del := fmt.Sprintf("DELETE FROM %s AS t WHERE %s RETURNING 1", p.Target.Quoted(), strings.Join(delWhere, " AND "))
 	return fmt.Sprintf("WITH src AS (%s), del AS (%s), ins AS (%s RETURNING 1) SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM ins)",
 		src, del, p.upsert("src"))
+}
+
+// Query is the whole definition as one query, paused columns' expressions
+// included: what it calls is what the definition calls.
+func (p *Plan) Query() string {
+	q := &Plan{Target: p.Target, Spec: p.Spec}
+	q.Spec.Columns = slices.Clone(p.Spec.Columns)
+	for i := range q.Spec.Columns {
+		q.Spec.Columns[i].Paused = false
+	}
+	if q.Kind() == KindProjection {
+		return q.Recount()
+	}
+	return q.shapeQuery()
 }
 
 // Recount is a fresh recompute of the definition as a plain query, for

@@ -19,6 +19,7 @@ import (
 
 	"github.com/trellis-pg/trellis/internal/capture"
 	"github.com/trellis-pg/trellis/internal/catalog"
+	"github.com/trellis-pg/trellis/internal/funcwatch"
 	"github.com/trellis-pg/trellis/internal/ident"
 	"github.com/trellis-pg/trellis/internal/ledger"
 	"github.com/trellis-pg/trellis/internal/locks"
@@ -501,7 +502,8 @@ func (w *Worker) recordWait(ctx context.Context, s capture.Source, attempt int) 
 // detectDisruptions pauses the readers of sources whose capture was
 // changed outside Trellis, and (checkReads) those reading a source column
 // that was dropped or a source that lost its primary key; then it fits
-// capture to the columns its tables still have (fixCapture).
+// capture to the columns its tables still have (fixCapture), and
+// re-derives the targets whose functions were replaced (rederive).
 func (w *Worker) detectDisruptions(ctx context.Context) error {
 	// Both checks run first without the DDL lock, which waits for every
 	// drain page in flight and holds new ones back: almost every pass finds
@@ -514,7 +516,11 @@ func (w *Worker) detectDisruptions(ctx context.Context) error {
 	if err := w.Pool.QueryRow(ctx, "SELECT count(*) FROM ("+w.Cat.SQL(sqlReadsCheck)+") x", capture.UnrecordedMark()).Scan(&suspects); err != nil {
 		return err
 	}
-	if !disrupted && suspects == 0 {
+	fnsChanged, err := funcwatch.AnyChanged(ctx, w.Pool, w.Cat)
+	if err != nil {
+		return err
+	}
+	if !disrupted && suspects == 0 && !fnsChanged {
 		return nil
 	}
 	var fix []int
@@ -532,6 +538,11 @@ func (w *Worker) detectDisruptions(ctx context.Context) error {
 		w.Metrics.CaptureFailures("disruption", len(found))
 		if len(found) > 0 {
 			if _, err := tx.Exec(ctx, w.Cat.SQL(sqlBumpGen)); err != nil {
+				return err
+			}
+		}
+		if fnsChanged {
+			if err := w.rederive(ctx, tx); err != nil {
 				return err
 			}
 		}
@@ -564,4 +575,25 @@ func (w *Worker) detectDisruptions(ctx context.Context) error {
 		firstErr = cmp.Or(firstErr, err)
 	}
 	return firstErr
+}
+
+// rederive rebuilds the transforms a replaced function changed, and
+// pauses those whose definition no longer runs (funcwatch.Rederive).
+func (w *Worker) rederive(ctx context.Context, tx pgx.Tx) error {
+	changes, err := funcwatch.Rederive(ctx, tx, w.Cat)
+	if err != nil {
+		return err
+	}
+	for _, ch := range changes {
+		if ch.Paused {
+			w.Logger.Error("a function a transform calls changed and its definition no longer runs; it is paused", "target", ch.Target.String(), "functions", ch.Functions, "reason", ch.Reason)
+			continue
+		}
+		w.Logger.Warn("a function a transform calls was replaced; its target is rebuilt", "target", ch.Target.String(), "functions", ch.Functions)
+	}
+	if len(changes) == 0 {
+		return nil
+	}
+	_, err = tx.Exec(ctx, w.Cat.SQL(sqlBumpGen))
+	return err
 }

@@ -1,0 +1,61 @@
+package funcwatch
+
+// probeView is the temporary view a probe creates over a definition's
+// query (in a savepoint it rolls back).
+const probeView = "trellis_probe"
+
+// fingerprint is the digest of a pg_proc row p, NULL when there is none.
+const fingerprint = `CASE WHEN p.oid IS NULL THEN NULL ELSE md5(concat_ws('|', p.prorettype, p.proretset, p.provolatile,
+    p.proisstrict, p.prokind, p.prolang, p.prosrc, p.probin, p.prosqlbody::text, p.proconfig::text)) END`
+
+const (
+	// sqlDepends lists the user functions the probe view's rule depends
+	// on: directly, as operators' functions, and aggregates' support
+	// functions. Parameter: the view's name.
+	sqlDepends = `
+WITH rule AS (
+    SELECT r.oid FROM pg_rewrite r WHERE r.ev_class = $1::regclass
+), direct AS (
+    SELECT d.refobjid AS fn FROM pg_depend d JOIN rule ON d.objid = rule.oid
+    WHERE d.classid = 'pg_rewrite'::regclass AND d.refclassid = 'pg_proc'::regclass
+    UNION
+    SELECT o.oprcode::oid FROM pg_depend d JOIN rule ON d.objid = rule.oid JOIN pg_operator o ON o.oid = d.refobjid
+    WHERE d.classid = 'pg_rewrite'::regclass AND d.refclassid = 'pg_operator'::regclass
+), called AS (
+    SELECT fn FROM direct
+    UNION
+    SELECT unnest(ARRAY[a.aggtransfn, a.aggfinalfn, a.aggcombinefn, a.aggserialfn, a.aggdeserialfn,
+                        a.aggmtransfn, a.aggminvtransfn, a.aggmfinalfn]::oid[])
+    FROM pg_aggregate a JOIN direct ON a.aggfnoid = direct.fn
+)
+SELECT p.oid, p.oid::regprocedure::text, ` + fingerprint + `
+FROM pg_proc p JOIN called c ON c.fn = p.oid
+WHERE p.pronamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace)
+ORDER BY 2`
+
+	// sqlChanged lists the transforms one of whose recorded functions was
+	// replaced or dropped.
+	sqlChanged = `
+SELECT DISTINCT t.id FROM %[1]s.transforms t
+CROSS JOIN LATERAL jsonb_array_elements(coalesce(t.spec->'functions', '[]')) f
+LEFT JOIN pg_proc p ON p.oid = (f->>'oid')::oid
+WHERE (` + fingerprint + `) IS DISTINCT FROM f->>'fingerprint'
+ORDER BY t.id`
+
+	// sqlCurrent reads the current fingerprint of recorded functions;
+	// NULL for those that are gone. Parameter: their oids.
+	sqlCurrent = `
+SELECT f.oid, ` + fingerprint + ` FROM unnest($1::oid[]) AS f(oid) LEFT JOIN pg_proc p ON p.oid = f.oid`
+
+	sqlSetSpec = `UPDATE %[1]s.transforms SET spec = $2 WHERE id = $1`
+
+	// sqlRebuild queues a rebuild of a transform that is not paused.
+	sqlRebuild = `
+UPDATE %[1]s.transforms SET state = 'backfilling', state_since = clock_timestamp(), build_kind = 'rebuild',
+    build_cursor = NULL, build_started = NULL
+WHERE id = $1 AND state <> 'paused'`
+
+	sqlPause = `
+UPDATE %[1]s.transforms SET state = 'paused', state_since = clock_timestamp(), paused_reason = $2
+WHERE id = $1 AND state <> 'paused'`
+)
