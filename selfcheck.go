@@ -98,6 +98,5 @@ func (c *Client) startSelfCheckRunner(l *ledger.Ledger) {
 	r := &selfcheck.Runner{Pool: c.work, Cat: c.cat, Logger: c.logger.With("service", "self_check"),
 		Ledger:       l,
 		PollInterval: max(c.opts.PollInterval, 100*time.Millisecond)}
-	c.wg.Add(1)
-	go func() { defer c.wg.Done(); r.Run(c.closeCtx) }()
+	c.background("self_check", r.Run)
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/logq"
 	"github.com/trellis-pg/trellis/internal/metrics"
 	"github.com/trellis-pg/trellis/internal/recompute"
+	"github.com/trellis-pg/trellis/internal/safe"
 	"github.com/trellis-pg/trellis/internal/staging"
 )
 
@@ -188,8 +189,7 @@ func (c *Client) startWorkers(ctx context.Context, names capture.Names) error {
 	if err := c.bus.connect(ctx); err != nil {
 		return err
 	}
-	c.wg.Add(1)
-	go func() { defer c.wg.Done(); c.bus.run(c.closeCtx) }()
+	c.background("listener", c.bus.run)
 
 	lw := &ledger.Ledger{Pool: c.work, Cat: c.cat} // the workers' ledger
 	if c.opts.Staging {
@@ -197,19 +197,37 @@ func (c *Client) startWorkers(ctx context.Context, names capture.Names) error {
 		w := &staging.Worker{Pool: c.work, Cat: c.cat, Names: names, Logger: log,
 			Wake: c.bus.staging, PollInterval: max(c.opts.PollInterval, 250*time.Millisecond), Metrics: c.metrics,
 			Ledger: lw, Recompute: c.recomputer(log)}
-		c.wg.Add(1)
-		go func() { defer c.wg.Done(); c.runStaging(w) }()
+		c.background("staging", func(context.Context) { c.runStaging(w) })
 	}
 	log := c.logger.With("service", "drain")
 	de := &drain.Engine{Pool: c.work, Cat: c.cat, Logger: log, PollInterval: c.opts.PollInterval, Metrics: c.metrics,
 		Ledger: lw, Recompute: c.recomputer(log)}
 	for i := 0; i < c.opts.DrainWorkers; i++ {
 		w := de.NewWorker(i, c.bus.subscribe())
-		c.wg.Add(1)
-		go func() { defer c.wg.Done(); w.Run(c.closeCtx) }()
+		c.background("drain", w.Run)
 	}
 	c.startSelfCheckRunner(lw)
 	return nil
+}
+
+// background runs a part's loop on a goroutine of the client until the
+// client closes: a panic in it is recovered, reported, and the part runs
+// again, so it never reaches the host process.
+func (c *Client) background(service string, fn func(context.Context)) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		safe.Run(c.closeCtx, c.panicked(service), fn)
+	}()
+}
+
+// panicked reports a recovered panic of a background part: logged with
+// its stack, and counted.
+func (c *Client) panicked(service string) func(*safe.PanicError) {
+	return func(p *safe.PanicError) {
+		c.metrics.Panic(service)
+		c.logger.Error("a background part panicked; it runs again", "service", service, "panic", fmt.Sprint(p.Value), "stack", p.Stack)
+	}
 }
 
 // recomputer is how every part of the client (calls, the staging worker's
@@ -227,7 +245,7 @@ func (c *Client) runStaging(w *staging.Worker) {
 	for ctx.Err() == nil {
 		wctx, stop := context.WithCancel(ctx)
 		done := make(chan struct{})
-		go func() { defer close(done); w.Run(wctx) }()
+		go func() { defer close(done); safe.Run(wctx, c.panicked("staging"), w.Run) }()
 		// Watch the lock connection.
 		for wctx.Err() == nil {
 			select {

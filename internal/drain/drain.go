@@ -28,6 +28,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/pgerr"
 	"github.com/trellis-pg/trellis/internal/plan"
 	"github.com/trellis-pg/trellis/internal/recompute"
+	"github.com/trellis-pg/trellis/internal/safe"
 )
 
 // Engine is the state drain workers of one client share.
@@ -149,7 +150,18 @@ func (w *Worker) drainPage(ctx context.Context, careful int64) (bool, error) {
 		// be more work, so say a page was found.
 		return careful != 0, nil
 	}
-	srcs, applyErr := w.applyPage(ctx, tx, p, careful != 0)
+	// A panic applying the page fails the page (a DrainFailure, retried
+	// with backoff), never the host process.
+	var srcs []int
+	applyErr := safe.Do(func() error {
+		var err error
+		srcs, err = w.applyPage(ctx, tx, p, careful != 0)
+		return err
+	})
+	if pe, ok := applyErr.(*safe.PanicError); ok {
+		w.e.Metrics.Panic("drain")
+		w.e.Logger.Error("applying a page panicked; it is recorded as a drain failure and retried", "page", p.ID, "panic", fmt.Sprint(pe.Value), "stack", pe.Stack)
+	}
 	if applyErr == nil {
 		if err := w.e.Ledger.Done(ctx, tx, p); err != nil {
 			applyErr = err
@@ -312,6 +324,25 @@ func collect(ctx context.Context, tx pgx.Tx, sql string, scan func(pgx.Rows) err
 	return rows.Err()
 }
 
+// malformed says what is wrong with a keyed ledger row of src ("" if
+// nothing): a key of another arity than the source's primary key, old
+// values of another arity than its captured columns, a bucket that is not
+// its key's.
+func malformed(c ledger.Change, src *catalog.Source) string {
+	switch {
+	case len(c.Key) != len(src.KeyCols):
+		return fmt.Sprintf("its key has %d values, the primary key of %s has %d columns", len(c.Key), src.Name(), len(src.KeyCols))
+	case len(c.Vals) > len(src.CapCols):
+		// Fewer is fine: a row captured before capture was widened.
+		return fmt.Sprintf("it has %d old values, capture of %s records %d", len(c.Vals), src.Name(), len(src.CapCols))
+	case c.Mislabeled:
+		return "it was stored under another bucket than its key's"
+	case c.Bucket < 0 || c.Bucket >= ledger.Buckets:
+		return fmt.Sprintf("its bucket %d is out of range", c.Bucket)
+	}
+	return ""
+}
+
 // applyPage recomputes every key of the page for every transform reading
 // its sources. It returns the page's source ids (for failure reports).
 // Carefully, a transform on which a row fails is diagnosed key by key.
@@ -325,7 +356,13 @@ func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *ledger.Page, caref
 		return nil, err
 	}
 	bySrc := map[int]*srcChanges{}
+	rejected := 0
 	for _, c := range changes {
+		src := w.sources[c.Src]
+		if src == nil {
+			// Its table is no longer captured (its last reader dropped).
+			continue
+		}
 		sc := bySrc[c.Src]
 		if sc == nil {
 			sc = &srcChanges{}
@@ -335,8 +372,18 @@ func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *ledger.Page, caref
 			sc.truncate = true
 			continue
 		}
+		if why := malformed(c, src); why != "" {
+			// Only capture writes the ledger, so this is damage: whatever
+			// the row meant, re-reading its source is always right.
+			rejected++
+			w.e.Logger.Error("a ledger row is malformed; its source is re-read for every reader instead",
+				"page", p.ID, "source", src.Name(), "reason", why)
+			sc.truncate = true
+			continue
+		}
 		sc.rows = append(sc.rows, c)
 	}
+	w.e.Metrics.LedgerRowsRejected(rejected)
 	srcs := make([]int, 0, len(bySrc))
 	for s := range bySrc {
 		srcs = append(srcs, s)

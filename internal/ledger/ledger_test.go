@@ -288,9 +288,13 @@ func TestPagesAreClaimedOnceAppliedAndRetried(t *testing.T) {
 	changes, err := f.l.Changes(f.ctx, tx, p)
 	require.NoError(t, err)
 	old := "old"
+	// The rows were stored in bucket 0: each change carries its key's own
+	// bucket, and says it was stored under another.
+	var b1, b2 int
+	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT hashtext('{1}') & 63, hashtext('{2}') & 63`).Scan(&b1, &b2))
 	require.ElementsMatch(t, []ledger.Change{
-		{Src: 7, Key: []string{"1"}},
-		{Src: 7, Key: []string{"2"}, Vals: []*string{&old}},
+		{Src: 7, Key: []string{"1"}, Bucket: b1, Mislabeled: b1 != 0},
+		{Src: 7, Key: []string{"2"}, Vals: []*string{&old}, Bucket: b2, Mislabeled: b2 != 0},
 		{Src: 8},
 	}, changes, "each distinct change once; a TRUNCATE has no key")
 

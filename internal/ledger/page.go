@@ -30,6 +30,10 @@ type Change struct {
 	Key    []string
 	Vals   []*string
 	Bucket int
+	// Mislabeled says a row of the change was stored under another bucket
+	// than its key's: Bucket is always the key's own, the one its
+	// recomputes serialise on.
+	Mislabeled bool
 }
 
 // Claim locks, in tx, the next page due (id 0), or the page of that id,
@@ -53,13 +57,13 @@ func (l *Ledger) Claim(ctx context.Context, tx pgx.Tx, id int64) (*Page, error) 
 
 // Changes reads a page's changes, each distinct change once.
 func (l *Ledger) Changes(ctx context.Context, tx pgx.Tx, p *Page) ([]Change, error) {
-	rows, err := tx.Query(ctx, l.Cat.SQL(sqlPageKeys), p.Lo, p.Hi, p.Buckets)
+	rows, err := tx.Query(ctx, l.Cat.SQL(sqlPageKeys), p.Lo, p.Hi, p.Buckets, Buckets-1)
 	if err != nil {
 		return nil, fmt.Errorf("reading page %d: %w", p.ID, err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Change, error) {
 		var c Change
-		err := r.Scan(&c.Src, &c.Key, &c.Vals, &c.Bucket)
+		err := r.Scan(&c.Src, &c.Key, &c.Vals, &c.Bucket, &c.Mislabeled)
 		return c, err
 	})
 	if err != nil {

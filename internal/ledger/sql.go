@@ -63,7 +63,9 @@ ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`
 	// Rows below lo's xmin are all visible in lo, rows at or above hi's xmax
 	// are in no snapshot of the page, so the (bucket, xid) index bounds the scan.
 	sqlPageKeys = `
-SELECT src, key, vals, min(bucket) FROM %[1]s.ledger
+SELECT src, key, vals, coalesce(hashtext(key::text) & $4, 0),
+       bool_or(bucket IS DISTINCT FROM coalesce(hashtext(key::text) & $4, 0))
+FROM %[1]s.ledger
 WHERE bucket = ANY($3::int[])
   AND xid >= pg_snapshot_xmin($1::pg_snapshot) AND xid < pg_snapshot_xmax($2::pg_snapshot)
   AND pg_visible_in_snapshot(xid, $2::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)

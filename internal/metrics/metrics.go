@@ -46,6 +46,8 @@ type families struct {
 	builds       *prometheus.CounterVec
 	buildRows    *prometheus.CounterVec
 	captureFails *prometheus.CounterVec
+	rejected     *prometheus.CounterVec
+	panics       *prometheus.CounterVec
 
 	lag          *prometheus.GaugeVec
 	pending      *prometheus.GaugeVec
@@ -88,6 +90,10 @@ func newFamilies() *families {
 			"Target rows written by build pages."),
 		captureFails: counter("trellis_capture_failures_total",
 			"Transforms' sources found with broken capture, by kind: disruption (capture changed outside Trellis), capture (a source column read or the primary key lost), halt (the target changed outside Trellis).", "kind"),
+		rejected: counter("trellis_ledger_rows_rejected_total",
+			"Ledger rows the drain refused as malformed (a key of the wrong arity, a wrong bucket, old values of the wrong arity, an unknown source); each makes the drain re-read its source, if known, for every reader."),
+		panics: counter("trellis_panics_total",
+			"Panics recovered in a background part (service: drain, staging, self_check, listener); the part reports it and goes on.", "service"),
 
 		lag: gauge("trellis_drain_lag_seconds",
 			"Seconds since the oldest cut of the ledger with a page not yet applied was taken; 0 when every cut is applied. Sampled by the staging worker."),
@@ -117,7 +123,7 @@ func newFamilies() *families {
 
 func (f *families) collectors() []prometheus.Collector {
 	return []prometheus.Collector{f.drainPages, f.drainKeys, f.drainSeconds, f.quarantine, f.buildPages, f.builds,
-		f.buildRows, f.captureFails, f.lag, f.pending, f.ledgerRows, f.quarantCols, f.heldKeys, f.transforms, f.sampleErrors,
+		f.buildRows, f.captureFails, f.rejected, f.panics, f.lag, f.pending, f.ledgerRows, f.quarantCols, f.heldKeys, f.transforms, f.sampleErrors,
 		f.up, f.targetLag, f.targetPending, f.targetState}
 }
 
@@ -353,4 +359,20 @@ func (in *Instance) CaptureFailures(kind string, n int) {
 	if c := in.captureFails[kind]; c != nil {
 		c.Add(float64(n))
 	}
+}
+
+// LedgerRowsRejected counts n ledger rows the drain refused as malformed.
+func (in *Instance) LedgerRowsRejected(n int) {
+	if in == nil || n <= 0 {
+		return
+	}
+	fam.rejected.WithLabelValues(in.label).Add(float64(n))
+}
+
+// Panic counts a panic recovered in a background part.
+func (in *Instance) Panic(service string) {
+	if in == nil {
+		return
+	}
+	fam.panics.WithLabelValues(in.label, service).Inc()
 }
