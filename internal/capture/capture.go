@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/trellis-pg/trellis/internal/backoff"
 	"github.com/trellis-pg/trellis/internal/ident"
 	"github.com/trellis-pg/trellis/internal/ledger"
 	"github.com/trellis-pg/trellis/internal/locks"
@@ -287,7 +288,7 @@ const LockTimeout = 200 * time.Millisecond
 // WithLock runs fn in a transaction whose lock_timeout is short, retrying
 // with backoff while fn fails on a lock timeout, until ctx ends.
 func WithLock(ctx context.Context, pool *pgxpool.Pool, waiting Waiting, fn func(tx pgx.Tx) error) error {
-	backoff := 50 * time.Millisecond
+	retry := backoff.Exponential{Min: 50 * time.Millisecond, Max: 2 * time.Second}
 	for attempt := 1; ; attempt++ {
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			if err := locks.SetTimeout(ctx, tx, LockTimeout); err != nil {
@@ -301,12 +302,9 @@ func WithLock(ctx context.Context, pool *pgxpool.Pool, waiting Waiting, fn func(
 		if waiting != nil {
 			waiting(attempt, err)
 		}
-		select {
-		case <-ctx.Done():
+		if !backoff.Sleep(ctx, retry.Next()) {
 			return ctx.Err()
-		case <-time.After(backoff):
 		}
-		backoff = min(backoff*2, 2*time.Second)
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sort"
 	"strings"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/trellis-pg/trellis/internal/backoff"
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/ledger"
 	"github.com/trellis-pg/trellis/internal/locks"
@@ -72,7 +72,7 @@ func (e *Engine) NewWorker(id int, wake <-chan struct{}) *Worker {
 // Run drains until ctx ends.
 func (w *Worker) Run(ctx context.Context) {
 	log := w.e.Logger.With("drain_worker", w.id)
-	backoff := 100 * time.Millisecond
+	retry := backoff.Exponential{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for ctx.Err() == nil {
 		did, err := w.DrainOne(ctx)
 		if err == nil && !did {
@@ -86,30 +86,15 @@ func (w *Worker) Run(ctx context.Context) {
 			}
 			w.e.Metrics.Up(false)
 			log.Warn("drain pass failed", "error", err)
-			sleep(ctx, backoff)
-			backoff = min(backoff*2, 5*time.Second)
+			backoff.Sleep(ctx, retry.Next())
 			continue
 		}
 		w.e.Metrics.Up(true)
-		backoff = 100 * time.Millisecond
+		retry.Reset()
 		if did {
 			continue
 		}
-		poll := w.e.PollInterval
-		jitter := time.Duration(rand.Int64N(int64(poll/4) + 1))
-		select {
-		case <-ctx.Done():
-			return
-		case <-w.wake:
-		case <-time.After(poll + jitter):
-		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
+		backoff.Wait(ctx, backoff.Jitter(w.e.PollInterval), w.wake)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/trellis-pg/trellis/internal/backoff"
 	"github.com/trellis-pg/trellis/internal/catalog"
 )
 
@@ -59,7 +60,7 @@ func (l *Ledger) Converged(ctx context.Context, token string, rounds int, source
 // awaitRound waits until no page up to the oldest cut covering token that
 // holds changes (of sources, when given) is left to apply.
 func (l *Ledger) awaitRound(ctx context.Context, token string, sources []int, wake <-chan struct{}) error {
-	wait := 2 * time.Millisecond
+	poll := backoff.Exponential{Min: 2 * time.Millisecond, Max: 50 * time.Millisecond}
 	for {
 		var n int64
 		err := l.Pool.QueryRow(ctx, l.Cat.SQL(sqlCovering), token).Scan(&n)
@@ -84,12 +85,8 @@ func (l *Ledger) awaitRound(ctx context.Context, token string, sources []int, wa
 		if !pending {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
+		if !backoff.Wait(ctx, poll.Next(), wake) {
 			return ctx.Err()
-		case <-wake:
-		case <-time.After(wait):
 		}
-		wait = min(wait*2, 50*time.Millisecond)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/trellis-pg/trellis/internal/backoff"
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/ledger"
 	"github.com/trellis-pg/trellis/internal/plan"
@@ -51,26 +52,19 @@ type Runner struct {
 // Run claims and runs jobs until ctx ends. A job it is running then goes
 // back to the queue for the next runner.
 func (r *Runner) Run(ctx context.Context) {
-	backoff := time.Second
+	retry := backoff.Exponential{Min: time.Second, Max: 30 * time.Second}
 	for ctx.Err() == nil {
 		did, err := r.RunOne(ctx)
 		if err != nil && ctx.Err() == nil {
-			r.Logger.Error("the self-check runner failed to claim a job; retrying", "error", err, "retry_in", backoff)
-			sleep(ctx, backoff)
-			backoff = min(backoff*2, 30*time.Second)
+			d := retry.Next()
+			r.Logger.Error("the self-check runner failed to claim a job; retrying", "error", err, "retry_in", d)
+			backoff.Sleep(ctx, d)
 			continue
 		}
-		backoff = time.Second
+		retry.Reset()
 		if !did {
-			sleep(ctx, r.PollInterval+time.Duration(rand.Int64N(int64(r.PollInterval/4)+1)))
+			backoff.Sleep(ctx, backoff.Jitter(r.PollInterval))
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
 	}
 }
 
@@ -253,7 +247,7 @@ func (c *check) run(ctx context.Context) (*trellistype.SelfCheckReport, error) {
 			}
 			// A statement may have changed the definition under the page.
 			c.r.Logger.Warn("a self-check page failed; trying it again", "self_check", c.job.id, "error", err)
-			sleep(ctx, time.Duration(attempts)*200*time.Millisecond)
+			backoff.Sleep(ctx, time.Duration(attempts)*200*time.Millisecond)
 			continue
 		}
 		attempts = 0
@@ -590,7 +584,7 @@ func (c *check) awaitLive(ctx context.Context) (*catalog.Transform, error) {
 			return nil, &jobError{state: trellistype.SelfCheckFailed, msg: fmt.Sprintf(
 				"%s was still %s after %s: a check compares a live target; check again once it is live", t.Target, t.State, c.job.timeout)}
 		}
-		sleep(ctx, 50*time.Millisecond)
+		backoff.Sleep(ctx, 50*time.Millisecond)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}

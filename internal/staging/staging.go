@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/trellis-pg/trellis/internal/backoff"
 	"github.com/trellis-pg/trellis/internal/capture"
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/funcwatch"
@@ -58,7 +59,7 @@ type Worker struct {
 // Run works until ctx ends.
 func (w *Worker) Run(ctx context.Context) {
 	defer w.Metrics.ForgetSample()
-	backoff := 100 * time.Millisecond
+	retry := backoff.Exponential{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for ctx.Err() == nil {
 		busy, err := w.Pass(ctx)
 		// Sampled whatever the pass did, so a database that fails every
@@ -71,26 +72,14 @@ func (w *Worker) Run(ctx context.Context) {
 				return
 			}
 			w.Logger.Warn("staging pass failed", "error", err)
-			sleepCtx(ctx, backoff)
-			backoff = min(backoff*2, 5*time.Second)
+			backoff.Sleep(ctx, retry.Next())
 			continue
 		}
-		backoff = 100 * time.Millisecond
+		retry.Reset()
 		if busy {
 			continue
 		}
-		select {
-		case <-ctx.Done():
-		case <-w.Wake:
-		case <-time.After(w.PollInterval):
-		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
+		backoff.Wait(ctx, w.PollInterval, w.Wake)
 	}
 }
 

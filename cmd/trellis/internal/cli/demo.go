@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/trellis-pg/trellis"
+	"github.com/trellis-pg/trellis/internal/backoff"
 	"github.com/trellis-pg/trellis/internal/testpg"
 )
 
@@ -223,10 +224,8 @@ func (d *demo) setup(ctx context.Context) error {
 		case st.State == trellis.StatePaused:
 			return fmt.Errorf("the transform paused during its backfill: %s", st.PausedReason)
 		}
-		select {
-		case <-ctx.Done():
+		if !backoff.Sleep(ctx, 5*time.Millisecond) {
 			return ctx.Err()
-		case <-time.After(5 * time.Millisecond):
 		}
 	}
 }
@@ -408,10 +407,8 @@ func (d *demo) probe(ctx context.Context, report func(lag time.Duration, ok bool
 				report(0, false)
 				break
 			}
-			select {
-			case <-ctx.Done():
+			if !backoff.Sleep(ctx, probeEvery) {
 				return nil
-			case <-time.After(probeEvery):
 			}
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/trellis-pg/trellis"
+	"github.com/trellis-pg/trellis/internal/backoff"
 )
 
 // selfCheckPoll is how often self-check reads its job back.
@@ -101,10 +102,8 @@ strict does not: use it once writes have stopped.`,
 // (its transform dropped) is an error.
 func awaitSelfCheck(ctx context.Context, c *trellis.Client, job trellis.SelfCheckJob) (trellis.SelfCheckJob, error) {
 	for !job.Finished() {
-		select {
-		case <-ctx.Done():
+		if !backoff.Sleep(ctx, selfCheckPoll) {
 			return job, fmt.Errorf("stopped waiting for check %d (%s, %d rows compared); it goes on in the background", job.ID, job.State, job.RowsCompared)
-		case <-time.After(selfCheckPoll):
 		}
 		j, err := c.SelfCheckJob(ctx, job.ID)
 		if err != nil {
