@@ -12,35 +12,49 @@ import (
 
 // sqlTableShape reads, for a quoted qualified table name, whether the table
 // exists, the names of its columns (system columns included: a definition
-// may read one), and the columns of its primary key, sorted.
+// may read one), and the key columns of each index that identifies its rows
+// (see IdentifyingIndex), sorted and joined by U+001F.
 const sqlTableShape = `
 SELECT c.rel IS NOT NULL,
        coalesce((SELECT array_agg(a.attname::text) FROM pg_attribute a
                  WHERE a.attrelid = c.rel AND NOT a.attisdropped), '{}'),
-       coalesce((SELECT array_agg(a.attname::text ORDER BY a.attname)
-                 FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
-                 WHERE i.indrelid = c.rel AND i.indisprimary), '{}')
+       coalesce((SELECT array_agg(k.cols)
+                 FROM pg_index i
+                 CROSS JOIN LATERAL (SELECT string_agg(a.attname::text, chr(31) ORDER BY a.attname)
+                                     FROM pg_attribute a
+                                     WHERE a.attrelid = i.indrelid AND a.attnum = ANY ((i.indkey::int2[])[0:i.indnkeyatts - 1])) AS k(cols)
+                 WHERE i.indrelid = c.rel AND ` + IdentifyingIndex + `), '{}')
 FROM (SELECT to_regclass($1) AS rel) c`
+
+// IdentifyingIndex is the condition on pg_index i under which an index
+// identifies a table's rows for Trellis: its primary key, or a valid,
+// immediate, non-partial unique index over plain columns that are all
+// NOT NULL (NULLs would let two rows share a key).
+const IdentifyingIndex = `(i.indisvalid AND i.indimmediate AND i.indpred IS NULL AND i.indexprs IS NULL
+       AND (i.indisprimary OR (i.indisunique AND NOT EXISTS (
+           SELECT 1 FROM pg_attribute na
+           WHERE na.attrelid = i.indrelid AND na.attnum = ANY ((i.indkey::int2[])[0:i.indnkeyatts - 1]) AND NOT na.attnotnull))))`
 
 type tableShape struct {
 	cols []string
-	pk   []string // sorted
+	keys []string // per identifying index, its sorted columns joined by U+001F
 }
 
 func (s *tableShape) has(col string) bool { return slices.Contains(s.cols, col) }
 
-// keyed reports whether the table's primary key is on exactly the key
+// keyed reports whether an index identifying the table's rows (its primary
+// key, or a unique index over NOT NULL columns) is on exactly the key
 // columns (in any order: the key is a set of columns that stays unique).
 func (s *tableShape) keyed(keyCols []string) bool {
 	want := slices.Clone(keyCols)
 	slices.Sort(want)
-	return len(s.pk) > 0 && slices.Equal(s.pk, want)
+	return slices.Contains(s.keys, strings.Join(want, "\x1f"))
 }
 
 func readShape(ctx context.Context, q Querier, src plan.Source) (*tableShape, error) {
 	var exists bool
 	var sh tableShape
-	if err := q.QueryRow(ctx, sqlTableShape, ident.Qualified(src.Schema, src.Table)).Scan(&exists, &sh.cols, &sh.pk); err != nil {
+	if err := q.QueryRow(ctx, sqlTableShape, ident.Qualified(src.Schema, src.Table)).Scan(&exists, &sh.cols, &sh.keys); err != nil {
 		return nil, fmt.Errorf("reading the columns of %s.%s: %w", src.Schema, src.Table, err)
 	}
 	if !exists {

@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/trellis-pg/trellis/internal/errs"
 	"github.com/trellis-pg/trellis/internal/funcwatch"
 	"github.com/trellis-pg/trellis/internal/grammar"
+	"github.com/trellis-pg/trellis/internal/pgerr"
 	"github.com/trellis-pg/trellis/internal/plan"
 	"github.com/trellis-pg/trellis/trellistype"
 )
@@ -41,26 +44,21 @@ func (e *Engine) loadSide(ctx context.Context, tx pgx.Tx, ref grammar.TableRef) 
 	if s.Alias == "" {
 		s.Alias = rel.name
 	}
-	rows, err := tx.Query(ctx, sqlPrimaryKey, rel.oid)
-	if err != nil {
-		return nil, err
-	}
-	for rows.Next() {
-		var c, t string
-		if err := rows.Scan(&c, &t); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		s.KeyCols, s.KeyTypes = append(s.KeyCols, c), append(s.KeyTypes, t)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err := e.readKey(ctx, tx, s); err != nil {
 		return nil, err
 	}
 	if len(s.KeyCols) == 0 {
-		return nil, errs.New(trellistype.CodeValidation, "source table %s.%s has no primary key: Trellis needs one to know which rows changed", rel.schema, rel.name)
+		if err := e.keyTarget(ctx, tx, rel); err != nil {
+			return nil, err
+		}
+		if err := e.readKey(ctx, tx, s); err != nil {
+			return nil, err
+		}
 	}
-	rows, err = tx.Query(ctx, sqlColumns, rel.oid)
+	if len(s.KeyCols) == 0 {
+		return nil, errs.New(trellistype.CodeValidation, "source table %s.%s has no primary key, nor a unique index over NOT NULL columns: Trellis needs one to know which rows changed", rel.schema, rel.name)
+	}
+	rows, err := tx.Query(ctx, sqlColumns, rel.oid)
 	if err != nil {
 		return nil, err
 	}
@@ -74,6 +72,63 @@ func (e *Engine) loadSide(ctx context.Context, tx pgx.Tx, ref grammar.TableRef) 
 	}
 	rows.Close()
 	return s, rows.Err()
+}
+
+// readKey reads the columns of the index that identifies a side's rows
+// (none when it has no such index).
+func (e *Engine) readKey(ctx context.Context, tx pgx.Tx, s *side) error {
+	rows, err := tx.Query(ctx, sqlPrimaryKey, s.rel.oid)
+	if err != nil {
+		return err
+	}
+	s.KeyCols, s.KeyTypes = nil, nil
+	for rows.Next() {
+		var c, t string
+		if err := rows.Scan(&c, &t); err != nil {
+			rows.Close()
+			return err
+		}
+		s.KeyCols, s.KeyTypes = append(s.KeyCols, c), append(s.KeyTypes, t)
+	}
+	rows.Close()
+	return rows.Err()
+}
+
+// keyTarget lets a chain read a GROUP BY or JOIN target, which is keyed by
+// a unique index over nullable columns (NULLS NOT DISTINCT): its key
+// columns are made NOT NULL, so the index identifies its rows. A target
+// holding a NULL key now is refused; one that would produce a NULL key
+// later holds that key (HeldKeys) instead of dropping it silently.
+// Anything else than a Trellis target with a key is left alone.
+func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error {
+	up, err := e.Cat.Transform(ctx, tx, plan.Target{Schema: rel.schema, Name: rel.name}, false)
+	if err != nil || up == nil {
+		return err
+	}
+	pl := up.Plan()
+	if pl.Kind() == plan.KindProjection {
+		return nil // keyed by its primary key already
+	}
+	keys := pl.KeyNames()
+	if j := up.Spec.Join; j != nil && j.Left {
+		return errs.New(trellistype.CodeValidation,
+			"%s cannot be read by a transform: it is a LEFT JOIN, whose key (%s) is NULL on the joined side for rows without a match",
+			up.Target, strings.Join(keys, ", "))
+	}
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := sp.Exec(ctx, pl.KeyNotNull()); err != nil {
+		_ = sp.Rollback(ctx)
+		if pgerr.Is(err, pgerrcode.NotNullViolation) {
+			return errs.New(trellistype.CodeValidation,
+				"%s cannot be read by a transform: its key (%s) holds NULL, and a transform reading it needs a key without NULLs (GROUP BY coalesce(...) or a NOT NULL column)",
+				up.Target, strings.Join(keys, ", "))
+		}
+		return fmt.Errorf("making the key of %s NOT NULL for its reader: %w", up.Target, err)
+	}
+	return sp.Commit(ctx)
 }
 
 func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) (trellistype.Applied, error) {

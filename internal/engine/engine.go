@@ -703,8 +703,14 @@ func chainDepth(ts []*catalog.Transform) int {
 			return d
 		}
 		d := 1
-		if up, ok := byTarget[t.Spec.Source.Schema+"."+t.Spec.Source.Table]; ok && seen < len(ts) {
-			d = 1 + depth(up, seen+1)
+		srcs := []plan.Source{t.Spec.Source}
+		if t.Spec.Join != nil {
+			srcs = append(srcs, t.Spec.Join.Source)
+		}
+		for _, s := range srcs {
+			if up, ok := byTarget[s.Schema+"."+s.Table]; ok && seen < len(ts) {
+				d = max(d, 1+depth(up, seen+1))
+			}
 		}
 		memo[t.ID] = d
 		return d

@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/trellis-pg/trellis/internal/catalog"
+
 // The engine's SQL for statements and reads; %[1]s is the quoted catalog schema.
 const (
 
@@ -9,12 +11,19 @@ SELECT c.oid::int8, n.nspname, c.relname, c.relkind::text
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.oid = to_regclass($1)`
 
+	// The key columns of the index that identifies a table's rows: its
+	// primary key, else the narrowest unique index over NOT NULL columns.
 	sqlPrimaryKey = `
+WITH k AS (
+    SELECT (i.indkey::int2[])[0:i.indnkeyatts - 1] AS cols
+    FROM pg_index i
+    WHERE i.indrelid = $1::oid AND ` + catalog.IdentifyingIndex + `
+    ORDER BY i.indisprimary DESC, i.indnkeyatts, i.indexrelid
+    LIMIT 1)
 SELECT a.attname, format_type(a.atttypid, a.atttypmod)
-FROM pg_index i
-JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
-WHERE i.indrelid = $1::oid AND i.indisprimary
-ORDER BY array_position(i.indkey::int2[], a.attnum)`
+FROM k CROSS JOIN LATERAL unnest(k.cols) WITH ORDINALITY AS u(attnum, ord)
+JOIN pg_attribute a ON a.attrelid = $1::oid AND a.attnum = u.attnum
+ORDER BY u.ord`
 
 	// What PostgreSQL knows of every function called by a name.
 	sqlFunctionKinds = `

@@ -112,6 +112,17 @@ func (p *Plan) CreateShapeTarget() string {
 		p.Target.Quoted(), p.shapeQuery(), p.Target.Quoted(), ident.List(p.KeyNames()))
 }
 
+// KeyNotNull is the DDL that makes a join or aggregate target's key
+// columns NOT NULL, so that its unique index identifies its rows for a
+// transform reading it.
+func (p *Plan) KeyNotNull() string {
+	var alters []string
+	for _, k := range p.KeyNames() {
+		alters = append(alters, "ALTER COLUMN "+ident.Quote(k)+" SET NOT NULL")
+	}
+	return "ALTER TABLE " + p.Target.Quoted() + " " + strings.Join(alters, ", ")
+}
+
 // ShapeResync re-derives a whole join or aggregate target: it deletes every
 // row and inserts the definition's result. No parameters.
 func (p *Plan) ShapeResync() []string {

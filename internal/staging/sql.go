@@ -1,5 +1,7 @@
 package staging
 
+import "github.com/trellis-pg/trellis/internal/catalog"
+
 // The staging worker's SQL; %[1]s is the quoted catalog schema.
 const (
 	sqlPendingSources = `
@@ -90,8 +92,11 @@ WITH s AS (
   CROSS JOIN LATERAL (SELECT coalesce(array_agg(attname::text), '{}') FROM pg_attribute
                       WHERE attrelid = s.rel AND NOT attisdropped) AS a(names)
   LEFT JOIN LATERAL (SELECT array_agg(at.attname::text ORDER BY at.attname)
-                     FROM pg_index i JOIN pg_attribute at ON at.attrelid = i.indrelid AND at.attnum = ANY (i.indkey)
-                     WHERE i.indrelid = s.rel AND i.indisprimary) AS pk(cols) ON true
+                     FROM pg_index i JOIN pg_attribute at ON at.attrelid = i.indrelid AND at.attnum = ANY ((i.indkey::int2[])[0:i.indnkeyatts - 1])
+                     WHERE i.indrelid = s.rel AND ` + catalog.IdentifyingIndex + `
+                     GROUP BY i.indexrelid
+                     HAVING array_agg(at.attname::text ORDER BY at.attname) = (SELECT array_agg(k ORDER BY k) FROM unnest(s.key_columns) k)
+                     LIMIT 1) AS pk(cols) ON true
   WHERE s.rel IS NOT NULL
 )
 SELECT id, CASE WHEN unkeyed OR unread THEN readers ELSE '{}' END, refit FROM (

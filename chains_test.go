@@ -1,0 +1,119 @@
+package trellis_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/trellis-pg/trellis"
+)
+
+// A chain may read a GROUP BY target, a JOIN target, and a user table
+// identified by a unique index over NOT NULL columns; every one stays equal
+// to its recompute through inserts, updates (key changes included) and
+// deletes.
+func TestChainsOverShapedTargets(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	c := e.engine()
+	e.exec(`CREATE TABLE customers (id int PRIMARY KEY, region text NOT NULL)`)
+	e.exec(`CREATE TABLE orders (id int PRIMARY KEY, customer_id int NOT NULL, amount int NOT NULL)`)
+	e.exec(`CREATE TABLE codes (code text NOT NULL, label text, CONSTRAINT codes_code UNIQUE (code))`)
+	e.exec(`INSERT INTO customers SELECT g, 'r' || (g % 3) FROM generate_series(1, 20) g`)
+	e.exec(`INSERT INTO orders SELECT g, 1 + g % 20, g FROM generate_series(1, 200) g`)
+	e.exec(`INSERT INTO codes SELECT 'c' || g, 'label ' || g FROM generate_series(1, 30) g`)
+	for _, stmt := range []string{
+		`TRANSFORM customer_totals FROM orders SELECT customer_id AS customer_id, sum(amount) AS revenue, count(*) AS n GROUP BY customer_id`,
+		`TRANSFORM big FROM customer_totals SELECT revenue AS revenue WHERE n > 9`,
+		`TRANSFORM by_region FROM customer_totals SELECT customer_id % 3 AS bucket, sum(revenue) AS revenue GROUP BY customer_id % 3`,
+		`TRANSFORM order_regions FROM orders o JOIN customers c ON o.customer_id = c.id SELECT o.amount AS amount, c.region AS region`,
+		`TRANSFORM region_orders FROM order_regions SELECT region AS region, count(*) AS n GROUP BY region`,
+		`TRANSFORM code_labels FROM codes SELECT upper(label) AS label`,
+	} {
+		_, err := c.Define(e.ctx, stmt)
+		require.NoError(t, err, stmt)
+	}
+	for _, target := range []string{"customer_totals", "big", "by_region", "order_regions", "region_orders", "code_labels"} {
+		e.waitState(c, target, trellis.StateLive)
+	}
+	check := func() {
+		t.Helper()
+		e.converge(c)
+		e.assertMatches("customer_totals", `SELECT customer_id, sum(amount), count(*) FROM orders GROUP BY customer_id`)
+		e.assertMatches("big", `SELECT customer_id, revenue FROM customer_totals WHERE n > 9`)
+		e.assertMatches("big", `SELECT customer_id, sum(amount) FROM orders GROUP BY customer_id HAVING count(*) > 9`)
+		e.assertMatches("by_region", `SELECT customer_id % 3, sum(amount) FROM orders GROUP BY customer_id % 3`)
+		e.assertMatches("(SELECT amount, region FROM order_regions) x", `SELECT o.amount, c.region FROM orders o JOIN customers c ON o.customer_id = c.id`)
+		e.assertMatches("region_orders", `SELECT c.region, count(*) FROM orders o JOIN customers c ON o.customer_id = c.id GROUP BY c.region`)
+		e.assertMatches("code_labels", `SELECT code, upper(label) FROM codes`)
+	}
+	check()
+
+	e.exec(`INSERT INTO orders SELECT g, 1 + g % 7, g FROM generate_series(201, 260) g`)
+	e.exec(`UPDATE orders SET customer_id = 3 WHERE id % 10 = 0`) // orders change group
+	e.exec(`DELETE FROM orders WHERE customer_id = 5`)            // a group goes
+	e.exec(`UPDATE customers SET region = 'moved' WHERE id IN (1, 2)`)
+	e.exec(`UPDATE codes SET code = code || 'x' WHERE code IN ('c1', 'c2')`) // key changes
+	e.exec(`UPDATE codes SET label = NULL WHERE code = 'c3'`)
+	e.exec(`DELETE FROM codes WHERE code = 'c4'`)
+	check()
+	e.exec(`DELETE FROM orders`)
+	e.exec(`INSERT INTO orders SELECT g, 1 + g % 4, 2 * g FROM generate_series(1, 50) g`)
+	check()
+}
+
+// What a chain cannot read is refused with CodeValidation, and nothing is
+// created: a table keyed only by a unique index over nullable columns, a
+// GROUP BY target whose key holds NULL, and a LEFT JOIN target. A GROUP BY
+// target read by a chain holds (rather than drops) a NULL group that
+// appears later.
+func TestChainsRefused(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	c := e.engine()
+	e.exec(`CREATE TABLE loose (code text UNIQUE, v int)`)
+	e.exec(`CREATE TABLE r (i int PRIMARY KEY, g int)`)
+	e.exec(`CREATE TABLE s (i int PRIMARY KEY, j int)`)
+	e.exec(`INSERT INTO r VALUES (1, 1), (2, NULL)`)
+	e.exec(`INSERT INTO s VALUES (1, 10)`)
+	_, err := c.Define(e.ctx, `TRANSFORM with_null FROM r SELECT g AS g, count(*) AS n GROUP BY g`)
+	require.NoError(t, err)
+	_, err = c.Define(e.ctx, `TRANSFORM oj FROM r LEFT JOIN s ON r.i = s.i SELECT s.j AS sj`)
+	require.NoError(t, err)
+	e.exec(`CREATE TABLE t (i int PRIMARY KEY, g int)`)
+	e.exec(`INSERT INTO t VALUES (1, 1), (2, 2)`)
+	_, err = c.Define(e.ctx, `TRANSFORM no_null FROM t SELECT g AS g, count(*) AS n GROUP BY g`)
+	require.NoError(t, err)
+	for _, target := range []string{"with_null", "oj", "no_null"} {
+		e.waitState(c, target, trellis.StateLive)
+	}
+
+	for stmt, want := range map[string]string{
+		`TRANSFORM a FROM loose SELECT v AS v`:         "nor a unique index over NOT NULL columns",
+		`TRANSFORM b FROM with_null SELECT n AS n`:     "its key (g) holds NULL",
+		`TRANSFORM c FROM oj SELECT sj AS sj`:          "LEFT JOIN",
+		`TRANSFORM d FROM nonesuch SELECT x AS x`:      "does not exist",
+		`TRANSFORM e FROM with_null SELECT n * 2 AS m`: "holds NULL",
+	} {
+		_, err := c.Define(e.ctx, stmt)
+		require.Error(t, err, stmt)
+		require.Contains(t, err.Error(), want, stmt)
+		if want != "does not exist" {
+			require.Equal(t, trellis.CodeValidation, trellis.CodeOf(err), stmt)
+		}
+	}
+	defs, err := c.Definitions(e.ctx)
+	require.NoError(t, err)
+	require.Len(t, defs, 3, "nothing was created by the refused statements")
+
+	// A chain over a GROUP BY whose groups are not NULL now.
+	_, err = c.Define(e.ctx, `TRANSFORM counts FROM no_null SELECT n AS n`)
+	require.NoError(t, err)
+	e.waitState(c, "counts", trellis.StateLive)
+	e.exec(`INSERT INTO t VALUES (3, 2), (4, NULL)`)
+	e.converge(c)
+	st := e.waitStatus(c, "no_null", func(st *trellis.Status) bool { return st.HeldKeys != nil && st.HeldKeys.Count == 1 })
+	require.Equal(t, trellis.StateLive, st.State)
+	e.assertMatches("no_null", `SELECT g, count(*) FROM t WHERE g IS NOT NULL GROUP BY g`)
+	e.assertMatches("counts", `SELECT g, n FROM no_null`)
+}
