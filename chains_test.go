@@ -117,3 +117,39 @@ func TestChainsRefused(t *testing.T) {
 	e.assertMatches("no_null", `SELECT g, count(*) FROM t WHERE g IS NOT NULL GROUP BY g`)
 	e.assertMatches("counts", `SELECT g, n FROM no_null`)
 }
+
+// A LEFT JOIN grouped by a column of the joined side: a FROM row that gains
+// a partner leaves the NULL group, and one that loses its partner joins it.
+func TestLeftJoinGroupedByJoinedSide(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	c := e.engine()
+	e.exec(`CREATE TABLE r (i int PRIMARY KEY, v int)`)
+	e.exec(`CREATE TABLE s (i int PRIMARY KEY, j int)`)
+	e.exec(`INSERT INTO r VALUES (1, 10), (2, 20), (3, 30)`)
+	e.exec(`INSERT INTO s VALUES (1, 100)`)
+	_, err := c.Define(e.ctx, `TRANSFORM oj FROM r LEFT JOIN s ON r.i = s.i SELECT s.j AS sj, count(*) AS n, sum(r.v) AS total GROUP BY s.j`)
+	require.NoError(t, err)
+	_, err = c.Define(e.ctx, `TRANSFORM ojc FROM r LEFT JOIN s ON r.i = s.i SELECT coalesce(s.j, -1) AS sj, count(*) AS n GROUP BY coalesce(s.j, -1)`)
+	require.NoError(t, err)
+	e.waitState(c, "oj", trellis.StateLive)
+	e.waitState(c, "ojc", trellis.StateLive)
+	check := func() {
+		t.Helper()
+		e.converge(c)
+		e.assertMatches("oj", `SELECT s.j, count(*), sum(r.v) FROM r LEFT JOIN s ON r.i = s.i GROUP BY s.j`)
+		e.assertMatches("ojc", `SELECT coalesce(s.j, -1), count(*) FROM r LEFT JOIN s ON r.i = s.i GROUP BY coalesce(s.j, -1)`)
+	}
+	check()
+	e.exec(`INSERT INTO s VALUES (2, 200)`) // r 2 leaves the NULL group
+	check()
+	e.exec(`INSERT INTO s VALUES (3, 100)`) // the last unmatched row: the NULL group goes
+	check()
+	e.exec(`UPDATE s SET i = 9 WHERE i = 1`) // r 1 loses its partner
+	check()
+	e.exec(`UPDATE s SET i = 1 WHERE i = 9`)
+	e.exec(`DELETE FROM s WHERE i = 3`)
+	check()
+	e.exec(`DELETE FROM s`)
+	check()
+}

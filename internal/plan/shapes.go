@@ -386,6 +386,15 @@ func (p *Plan) AffectedGroups(c Changes, joinedSide bool, buckets int) string {
 		parts = c.pick(
 			fmt.Sprintf("SELECT %s FROM %s JOIN %s ON %s", g, p.from(), c.oldImage(ja), p.onClause(p.alias(), ja)),
 			fmt.Sprintf("SELECT %s FROM %s WHERE %s IN (%s)", g, p.fromClause(), keyTuple(fromCols), vals))
+		if j.Left && c.Part != "old" {
+			// A FROM row the change gave a match had none before: it
+			// leaves the group it had without one (the NULL group of
+			// GROUP BY s.col), which neither image joins to. Its
+			// null-extended group is recomputed too (LEFT JOIN ON false
+			// extends every row with NULLs).
+			parts = append(parts, fmt.Sprintf("SELECT %s FROM %s LEFT JOIN %s AS %s ON false WHERE %s IN (%s)",
+				g, p.from(), jt, ident.Quote(ja), keyTuple(fromCols), vals))
+		}
 	}
 	cols := make([]string, len(p.Spec.GroupBy))
 	for i := range cols {
