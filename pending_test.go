@@ -49,6 +49,11 @@ func TestStatusPendingChanges(t *testing.T) {
 	require.NoError(t, err)
 	e.waitState(c, "up", trellis.StateLive)
 	e.waitState(c, "down", trellis.StateLive)
+	// up's build may have reached down through capture: drained, then no
+	// drain worker runs.
+	d0 := e.connect(trellis.Options{DrainWorkers: 1})
+	e.converge(d0)
+	require.NoError(t, d0.Close())
 	for _, target := range []string{"up", "down"} {
 		st, err := c.Status(e.ctx, target)
 		require.NoError(t, err)
