@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/trellis-pg/trellis/internal/grammar"
-	"github.com/trellis-pg/trellis/internal/ident"
 	"github.com/trellis-pg/trellis/internal/plan"
 )
 
@@ -77,7 +76,8 @@ func (ap *applier) probe(ctx context.Context, tx pgx.Tx, wk *Set, pl *plan.Plan,
 				return fmt.Sprintf("(ARRAY[$1[%d]])", i)
 			}
 			if i-n-1 < len(wk.upTo) {
-				return ident.Literal(wk.upTo[i-n-1])
+				// The bound is a parameter of the probe too, never a literal.
+				return fmt.Sprintf("($2[%d])", i-n)
 			}
 			return "NULL"
 		})
@@ -90,7 +90,11 @@ func (ap *applier) probe(ctx context.Context, tx pgx.Tx, wk *Set, pl *plan.Plan,
 	for i, k := range keys {
 		arg[i] = k[:n]
 	}
-	rows, err := tx.Query(ctx, ap.r.Cat.SQL(sqlProbe), qs, arg, dry)
+	bound := wk.upTo
+	if bound == nil {
+		bound = []string{}
+	}
+	rows, err := tx.Query(ctx, ap.r.Cat.SQL(sqlProbe), qs, arg, dry, bound)
 	if err != nil {
 		return nil, fmt.Errorf("probing %d keys of %s: %w", len(keys), wk.T.Target, err)
 	}

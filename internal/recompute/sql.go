@@ -5,7 +5,7 @@ const (
 	sqlBuildState = `SELECT state, build_kind, build_cursor FROM %[1]s.transforms WHERE id = $1`
 
 	// Quarantine (quarantine.go).
-	sqlProbe = `SELECT err_key, err_state, err_message FROM %[1]s.probe($1::text[], $2::text[], $3)`
+	sqlProbe = `SELECT err_key, err_state, err_message FROM %[1]s.probe($1::text[], $2::text[], $3, $4::text[])`
 
 	sqlQuarantineColumn = `
 WITH c AS (
