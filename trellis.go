@@ -30,10 +30,12 @@ import (
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/drain"
 	"github.com/trellis-pg/trellis/internal/engine"
+	"github.com/trellis-pg/trellis/internal/leadership"
 	"github.com/trellis-pg/trellis/internal/ledger"
 	"github.com/trellis-pg/trellis/internal/locks"
 	"github.com/trellis-pg/trellis/internal/logq"
 	"github.com/trellis-pg/trellis/internal/metrics"
+	"github.com/trellis-pg/trellis/internal/notifier"
 	"github.com/trellis-pg/trellis/internal/recompute"
 	"github.com/trellis-pg/trellis/internal/safe"
 	"github.com/trellis-pg/trellis/internal/staging"
@@ -58,8 +60,8 @@ type Client struct {
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 
-	stagingConn *pgx.Conn // holds the instance's staging lock
-	bus         *bus
+	elector  *leadership.Elector // holds the instance's staging lock
+	notifier *notifier.Notifier
 }
 
 func poolConfig(opts Options, name string) (*pgxpool.Config, error) {
@@ -167,11 +169,9 @@ func (c *Client) startWorkers(ctx context.Context, names capture.Names) error {
 		return err
 	}
 	if c.opts.Staging {
-		c.stagingConn, err = pgx.ConnectConfig(ctx, cfg.ConnConfig)
-		if err != nil {
-			return err
-		}
-		ok, err := locks.TryStaging(ctx, c.stagingConn, c.opts.Schema)
+		c.elector = &leadership.Elector{Config: cfg.ConnConfig, Schema: c.opts.Schema, Logger: c.logger,
+			Unreachable: c.metrics.SampleFailed}
+		ok, err := c.elector.Acquire(ctx)
 		if err != nil {
 			return err
 		}
@@ -185,25 +185,34 @@ func (c *Client) startWorkers(ctx context.Context, names capture.Names) error {
 	lcfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.CancelRequestContextWatcherHandler{Conn: c}
 	}
-	c.bus = newBus(lcfg, names, c.opts, c.logger)
-	if err := c.bus.connect(ctx); err != nil {
+	var liveness func(ctx context.Context, conn *pgx.Conn) error
+	if c.opts.DrainWorkers > 0 {
+		// The drain workers' liveness lock lives as long as the listening
+		// connection.
+		liveness = func(ctx context.Context, conn *pgx.Conn) error { return locks.DrainLive(ctx, conn, c.opts.Schema) }
+	}
+	c.notifier = notifier.New(lcfg, names.StagingChannel(), liveness, c.logger)
+	stagingWake := c.notifier.Subscribe()
+	if err := c.notifier.Connect(ctx); err != nil {
 		return err
 	}
-	c.background("listener", c.bus.run)
+	c.background("listener", c.notifier.Run)
 
 	lw := &ledger.Ledger{Pool: c.work, Cat: c.cat} // the workers' ledger
 	if c.opts.Staging {
 		log := c.logger.With("service", "staging")
 		w := &staging.Worker{Pool: c.work, Cat: c.cat, Names: names, Logger: log,
-			Wake: c.bus.staging, PollInterval: max(c.opts.PollInterval, 250*time.Millisecond), Metrics: c.metrics,
+			Wake: stagingWake, PollInterval: max(c.opts.PollInterval, 250*time.Millisecond), Metrics: c.metrics,
 			Ledger: lw, Recompute: c.recomputer(log)}
-		c.background("staging", func(context.Context) { c.runStaging(w) })
+		c.background("staging", func(ctx context.Context) {
+			c.elector.Run(ctx, func(ctx context.Context) { safe.Run(ctx, c.panicked("staging"), w.Run) })
+		})
 	}
 	log := c.logger.With("service", "drain")
 	de := &drain.Engine{Pool: c.work, Cat: c.cat, Logger: log, PollInterval: c.opts.PollInterval, Metrics: c.metrics,
 		Ledger: lw, Recompute: c.recomputer(log)}
 	for i := 0; i < c.opts.DrainWorkers; i++ {
-		w := de.NewWorker(i, c.bus.subscribe())
+		w := de.NewWorker(i, c.notifier.Subscribe())
 		c.background("drain", w.Run)
 	}
 	c.startSelfCheckRunner(lw)
@@ -237,72 +246,6 @@ func (c *Client) recomputer(logger *slog.Logger) *recompute.Recomputer {
 	return &recompute.Recomputer{Cat: c.cat, Logger: logger, Metrics: c.metrics}
 }
 
-// runStaging runs the staging worker while its lock connection lives. If
-// that connection is lost, the lock is gone with it: the worker stops
-// working and tries to take the lock again, so two never run at once.
-func (c *Client) runStaging(w *staging.Worker) {
-	ctx := c.closeCtx
-	for ctx.Err() == nil {
-		wctx, stop := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { defer close(done); safe.Run(wctx, c.panicked("staging"), w.Run) }()
-		// Watch the lock connection.
-		for wctx.Err() == nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-				pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
-				err := c.stagingConn.Ping(pctx)
-				pcancel()
-				if err != nil && ctx.Err() == nil {
-					c.logger.Error("the staging worker lost its lock connection; stopping until it holds the lock again", "error", err)
-					stop()
-				}
-			}
-		}
-		stop()
-		<-done
-		if ctx.Err() != nil {
-			return
-		}
-		for ctx.Err() == nil {
-			ok, err := c.retakeStagingLock(ctx)
-			if ok {
-				break
-			}
-			if err != nil && ctx.Err() == nil {
-				// The database does not answer: said by the metrics
-				// (trellis_up 0), not by the series going silent.
-				c.metrics.SampleFailed()
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(2 * time.Second):
-			}
-		}
-	}
-}
-
-// retakeStagingLock tries to take the staging lock on a new connection:
-// false with an error when the database could not be asked, false alone
-// when another staging worker holds the lock.
-func (c *Client) retakeStagingLock(ctx context.Context) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	_ = c.stagingConn.Close(ctx)
-	conn, err := pgx.ConnectConfig(ctx, c.work.Config().ConnConfig)
-	if err != nil {
-		return false, err
-	}
-	if ok, err := locks.TryStaging(ctx, conn, c.opts.Schema); err != nil || !ok {
-		_ = conn.Close(ctx)
-		return false, err
-	}
-	c.stagingConn = conn
-	c.logger.Info("the staging worker holds its lock again")
-	return true, nil
-}
-
 // Close cancels the calls in flight (they return a CodeValidation error),
 // stops the background workers and waits for them, and closes the pools.
 // A second Close returns nil.
@@ -311,11 +254,8 @@ func (c *Client) Close() error {
 		c.closed.Store(true)
 		c.cancel()
 		c.wg.Wait()
-		if c.stagingConn != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_ = locks.ReleaseAll(ctx, c.stagingConn)
-			_ = c.stagingConn.Close(ctx)
-			cancel()
+		if c.elector != nil {
+			c.elector.Close()
 		}
 		if c.work != nil {
 			c.work.Close()

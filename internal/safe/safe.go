@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"runtime/debug"
 	"time"
+
+	"github.com/trellis-pg/trellis/internal/backoff"
 )
 
 // PanicError is a recovered panic.
@@ -42,10 +44,8 @@ func Run(ctx context.Context, report func(*PanicError), fn func(context.Context)
 		if report != nil {
 			report(pe)
 		}
-		select {
-		case <-ctx.Done():
+		if !backoff.Sleep(ctx, RestartPause) {
 			return
-		case <-time.After(RestartPause):
 		}
 	}
 }
