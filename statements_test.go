@@ -162,7 +162,8 @@ func TestStatementErrorsApplyNothing(t *testing.T) {
 		stmt string
 		code trellis.Code
 	}{
-		{"TRANSFORM t1 FROM src SELECT v", trellis.CodeParse},
+		{"TRANSFORM t1 FROM src SELECT v + 1", trellis.CodeValidation},
+		{"TRANSFORM t1 FROM src SELECT v v2 v3", trellis.CodeParse},
 		{"TRANSFORM t1 FROM src SELECT v AS v; DROP TABLE src", trellis.CodeParse},
 		{"TRANSFORM t1 FROM src SELECT v AS v; DROP TABLE src AS x", trellis.CodeParse},
 		{`TRANSFORM "t1; DROP TABLE src" FROM src SELECT v AS v`, trellis.CodeValidation},

@@ -381,7 +381,7 @@ func (c *Client) Definitions(ctx context.Context) ([]DefinitionSummary, error) {
 			out = append(out, DefinitionSummary{
 				Target: t.Target.String(), Statement: t.Statement, State: State(t.State),
 				Since: t.StateSince, CreatedAt: t.CreatedAt,
-				Sources: []string{t.Spec.Source.Schema + "." + t.Spec.Source.Table},
+				Sources: t.Spec.Tables(),
 			})
 		}
 		return nil

@@ -25,7 +25,7 @@ func TestStatusJSONListsAreArraysAndAbsentValuesNull(t *testing.T) {
 		require.True(t, ok, k)
 		require.Nil(t, v, k)
 	}
-	for _, k := range []string{"backfilling_columns", "paused_upstream_columns", "source_index_gaps", "correcting"} {
+	for _, k := range []string{"backfilling_columns", "sources", "paused_upstream_columns", "source_index_gaps", "correcting"} {
 		require.Equal(t, []any{}, got[k], k)
 	}
 

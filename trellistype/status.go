@@ -32,6 +32,9 @@ type Status struct {
 	Since time.Time `json:"since"`
 	// Statement is the definition as it was applied.
 	Statement string `json:"statement"`
+	// Sources are the qualified tables the transform reads (the FROM
+	// table, then a joined one).
+	Sources []string `json:"sources"`
 	// PausedReason says why a paused transform is paused ("" otherwise;
 	// null in JSON).
 	PausedReason string `json:"paused_reason"`
@@ -67,6 +70,7 @@ func (s Status) MarshalJSON() ([]byte, error) {
 	type plain Status
 	p := plain(s)
 	p.BackfillingColumns = list(p.BackfillingColumns)
+	p.Sources = list(p.Sources)
 	p.PausedUpstreamColumns = list(p.PausedUpstreamColumns)
 	p.SourceIndexGaps = list(p.SourceIndexGaps)
 	p.Correcting = list(p.Correcting)

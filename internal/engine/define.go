@@ -69,6 +69,7 @@ func (e *Engine) loadSide(ctx context.Context, tx pgx.Tx, ref grammar.TableRef) 
 			return nil, err
 		}
 		s.Columns[c] = t
+		s.Order = append(s.Order, c)
 	}
 	rows.Close()
 	return s, rows.Err()
@@ -133,14 +134,7 @@ func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error 
 
 func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) (trellistype.Applied, error) {
 	if len(s.Joins) > 1 {
-		return nil, errs.New(trellistype.CodeValidation, "a transform may have one JOIN")
-	}
-	if len(s.GroupBy) == 0 {
-		for _, it := range s.Select {
-			if it.HasAggregate {
-				return nil, errs.New(trellistype.CodeValidation, "column %s uses an aggregate: aggregates need GROUP BY", it.Name)
-			}
-		}
+		return nil, errs.New(trellistype.CodeValidation, "joins of three or more tables are not supported yet: a transform joins two tables")
 	}
 	tgt := e.target(s.Target)
 	if tgt.Schema == e.Cat.Schema {
@@ -161,6 +155,9 @@ func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) 
 				return errs.New(trellistype.CodeValidation, "the joined table needs an alias different from %s", from.Alias)
 			}
 			sides = append(sides, joined)
+		}
+		if s, err = plan.Resolve(s, tables(sides)); err != nil {
+			return err
 		}
 		existing, err := e.Cat.Transform(ctx, tx, tgt, false)
 		if err != nil {

@@ -622,6 +622,7 @@ func (e *Engine) Status(ctx context.Context, target string) (*trellistype.Status
 		State:        trellistype.State(t.State),
 		Since:        t.StateSince,
 		Statement:    t.Statement,
+		Sources:      t.Spec.Tables(),
 		PausedReason: t.PausedReason,
 		BuildRows:    t.BuildRows,
 	}

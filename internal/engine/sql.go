@@ -44,7 +44,8 @@ WHERE id = $1`
 
 	sqlColumns = `
 SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
-WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped`
+WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped
+ORDER BY attnum`
 	sqlTargetTypes = `
 SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
 WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped`

@@ -59,11 +59,28 @@ type JoinCond struct {
 	Right ColumnRef
 }
 
-// Join is one JOIN clause.
+// Join is one JOIN clause, or one more table of a comma-separated FROM
+// list.
 type Join struct {
 	Kind  JoinKind
 	Table TableRef
 	On    []JoinCond // one or more equalities joined by AND
+	// Using are the columns of JOIN ... USING (...); On then holds the
+	// equalities they stand for, and unqualified references to them in
+	// the statement's SQL parts read the FROM table's column.
+	Using []string
+	// Comma says the table came in a comma-separated FROM list: On is
+	// empty, and the join's equalities are found among WhereConjuncts
+	// once the tables' columns are known (plan.Resolve).
+	Comma bool
+}
+
+// Conjunct is one top-level AND part of a WHERE clause.
+type Conjunct struct {
+	SQL     string      // canonical SQL of the part
+	Columns []ColumnRef // columns the part reads
+	// Equality is set when the part is column = column.
+	Equality *JoinCond
 }
 
 // SelectItem is one `expr AS name` of the select list.
@@ -72,18 +89,31 @@ type SelectItem struct {
 	Name         string      // the output column name, normalised
 	HasAggregate bool        // the expression calls an aggregate (by name or by aggregate syntax)
 	Columns      []ColumnRef // the column references the expression reads, in order of appearance, deduplicated
+	// Star is `*` (StarOf "") or `t.*` (StarOf "t"): it stands for the
+	// columns of the tables (or of t), expanded once their columns are
+	// known (plan.Resolve); Expr and Name are empty.
+	Star   bool
+	StarOf string
 }
 
 // Transform is `TRANSFORM target FROM source ... SELECT ...`.
 type Transform struct {
-	Target             Name
-	From               TableRef
-	Joins              []Join
-	Select             []SelectItem
-	Where              string      // canonical SQL of the predicate, "" when none
-	WhereColumns       []ColumnRef // columns the predicate reads
-	GroupBy            []string    // canonical SQL of each GROUP BY expression
-	GroupByColumns     []ColumnRef // columns the GROUP BY expressions read
+	Target         Name
+	From           TableRef
+	Joins          []Join
+	Select         []SelectItem
+	Where          string      // canonical SQL of the predicate, "" when none
+	WhereColumns   []ColumnRef // columns the predicate reads
+	GroupBy        []string    // canonical SQL of each GROUP BY expression
+	GroupByColumns []ColumnRef // columns the GROUP BY expressions read
+	// Having is the canonical SQL of the HAVING condition, "" when none.
+	Having        string
+	HavingColumns []ColumnRef
+	// Distinct is SELECT DISTINCT.
+	Distinct bool
+	// WhereConjuncts are the top-level AND parts of WHERE, set when a
+	// comma join needs its equalities from there.
+	WhereConjuncts     []Conjunct
 	WithoutSourceIndex bool
 	Functions          []string // every function the SQL parts call, as written ("lower", "pg_catalog.lower"), deduplicated
 }

@@ -26,7 +26,12 @@ func requireRoundTrip(t *testing.T, tr *Transform) {
 	t.Helper()
 	exprs := append([]string{}, tr.GroupBy...)
 	for _, s := range tr.Select {
-		exprs = append(exprs, s.Expr)
+		if !s.Star {
+			exprs = append(exprs, s.Expr)
+		}
+	}
+	if tr.Having != "" {
+		exprs = append(exprs, tr.Having)
 	}
 	if tr.Where != "" {
 		exprs = append(exprs, tr.Where)
@@ -291,8 +296,26 @@ func TestParseErrors(t *testing.T) {
 		{"missing FROM", "TRANSFORM t SELECT a AS b", Syntax, 1, 13, "SELECT", "expected FROM"},
 		{"missing SELECT", "TRANSFORM t FROM s", Syntax, 1, 19, "end of input", "expected SELECT after the source table"},
 		{"missing SELECT before semicolon", "TRANSFORM t FROM s;", Syntax, 1, 19, ";", "expected SELECT"},
-		{"missing AS", "TRANSFORM t FROM s SELECT a", Syntax, 1, 28, "end of input", "expected AS"},
-		{"missing AS before comma", "TRANSFORM t FROM s SELECT a, b AS c", Syntax, 1, 28, ",", "expected AS"},
+		{"unnamed expression", "TRANSFORM t FROM s SELECT a + 1", Invalid, 1, 27, "a", "?column?"},
+		{"unnamed expression before comma", "TRANSFORM t FROM s SELECT a, b + 1, c", Invalid, 1, 30, "b", "select item 2 needs a name"},
+		{"unnamed constant", "TRANSFORM t FROM s SELECT 1", Invalid, 1, 27, "1", "?column?"},
+		{"duplicate implied names", "TRANSFORM t FROM s SELECT lower(a), lower(b)", Invalid, 1, 37, "lower", "duplicate output column name"},
+		{"duplicate alias and implied name", "TRANSFORM t FROM s SELECT a, b a", Invalid, 1, 32, "a", "duplicate output column name"},
+		{"two bare aliases", "TRANSFORM t FROM s SELECT a b c", Syntax, 1, 31, "c", "syntax error"},
+		{"DISTINCT ON", "TRANSFORM t FROM s SELECT DISTINCT ON (a) a, b", Invalid, 1, 27, "DISTINCT", "DISTINCT ON is not supported"},
+		{"star with GROUP BY", "TRANSFORM t FROM s SELECT *, count(*) AS n GROUP BY a", Invalid, 1, 27, "*", "* cannot be selected with GROUP BY"},
+		{"star with an aggregate", "TRANSFORM t FROM s SELECT s.*, count(*) AS n", Invalid, 1, 27, "s", "* cannot be selected with aggregates"},
+		{"star of a schema-qualified name", "TRANSFORM t FROM s SELECT a.b.*", Invalid, 1, 27, "a", "* is not allowed"},
+		{"HAVING reads an ungrouped column", "TRANSFORM t FROM s SELECT a, count(*) AS n GROUP BY a HAVING b > 1", Invalid, 1, 62, "b", "in HAVING must be inside an aggregate"},
+		{"HAVING before GROUP BY", "TRANSFORM t FROM s SELECT a, count(*) AS n HAVING count(*) > 1 GROUP BY a", Syntax, 1, 64, "GROUP", "after HAVING"},
+		{"empty HAVING", "TRANSFORM t FROM s SELECT a, count(*) AS n GROUP BY a HAVING", Syntax, 1, 61, "end of input", "expected a condition after HAVING"},
+		{"USING without parenthesis", "TRANSFORM t FROM a JOIN b USING x SELECT x", Syntax, 1, 33, "x", "expected ( and column names after USING"},
+		{"USING twice the column", "TRANSFORM t FROM a JOIN b USING (x, x) SELECT x", Invalid, 1, 37, "x", "appears twice in USING"},
+		{"USING unclosed", "TRANSFORM t FROM a JOIN b USING (x SELECT x", Syntax, 1, 36, "SELECT", "expected , or )"},
+		{"comma without a table", "TRANSFORM t FROM a, SELECT x", Syntax, 1, 21, "SELECT", "a table name after ','"},
+		{"natural join", "TRANSFORM t FROM a NATURAL JOIN b SELECT x", Invalid, 1, 20, "NATURAL", "JOIN ... USING"},
+		{"right join", "TRANSFORM t FROM a RIGHT JOIN b ON a.x = b.x SELECT x", Invalid, 1, 20, "RIGHT", "LEFT JOIN"},
+		{"cross join", "TRANSFORM t FROM a CROSS JOIN b SELECT x", Invalid, 1, 20, "CROSS", "CROSS JOIN is not supported"},
 		{"missing output name", "TRANSFORM t FROM s SELECT a AS", Syntax, 1, 31, "end of input", "expected an output column name"},
 		{"junk after output name", "TRANSFORM t FROM s SELECT a AS b c", Syntax, 1, 34, "c", "after the output column name"},
 		{"two AS", "TRANSFORM t FROM s SELECT a AS b AS c", Syntax, 1, 29, "AS", "unexpected"},
@@ -306,18 +329,18 @@ func TestParseErrors(t *testing.T) {
 		{"unterminated quoted identifier", "TRANSFORM t FROM s\nSELECT \"abc AS b", Syntax, 2, 8, `"abc`, "unterminated quoted identifier"},
 		{"unclosed parenthesis", "TRANSFORM t FROM s SELECT lower(a AS b", Syntax, 1, 32, "(", "never closed"},
 		{"unmatched parenthesis", "TRANSFORM t FROM s SELECT a) AS b", Syntax, 1, 28, ")", "unmatched"},
-		{"RIGHT JOIN", "TRANSFORM t FROM a RIGHT JOIN b ON a.x = b.x SELECT a.x AS x", Syntax, 1, 20, "RIGHT", "only INNER and LEFT joins"},
+		{"RIGHT JOIN", "TRANSFORM t FROM a RIGHT JOIN b ON a.x = b.x SELECT a.x AS x", Invalid, 1, 20, "RIGHT", "only INNER and LEFT joins"},
 		{"JOIN without ON", "TRANSFORM t FROM a JOIN b SELECT a.x AS x", Syntax, 1, 27, "SELECT", "expected ON"},
 		{"ON without condition", "TRANSFORM t FROM a JOIN b ON SELECT a.x AS x", Syntax, 1, 30, "SELECT", "expected a join condition"},
-		{"NATURAL JOIN", "TRANSFORM t FROM a NATURAL JOIN b SELECT a.x AS x", Syntax, 1, 20, "NATURAL", "only INNER and LEFT joins"},
-		{"FULL OUTER JOIN after a join", "TRANSFORM t FROM a JOIN b ON a.x = b.x FULL OUTER JOIN c ON c.x = a.x SELECT a.x AS x", Syntax, 1, 40, "FULL", "only INNER and LEFT joins"},
+		{"NATURAL JOIN", "TRANSFORM t FROM a NATURAL JOIN b SELECT a.x AS x", Invalid, 1, 20, "NATURAL", "only INNER and LEFT joins"},
+		{"FULL OUTER JOIN after a join", "TRANSFORM t FROM a JOIN b ON a.x = b.x FULL OUTER JOIN c ON c.x = a.x SELECT a.x AS x", Invalid, 1, 40, "FULL", "only INNER and LEFT joins"},
 		{"reserved word as table", "TRANSFORM select FROM s SELECT a AS b", Syntax, 1, 11, "select", "reserved word"},
 		{"too many name parts", "DROP TRANSFORM a.b.c", Syntax, 1, 19, ".", "too many dotted parts"},
 		{"too many address parts", "PAUSE TRANSFORM a.b.c.d", Syntax, 1, 22, ".", "too many dotted parts"},
 		{"PAUSE without TRANSFORM", "PAUSE t", Syntax, 1, 7, "t", "expected TRANSFORM after PAUSE"},
 		{"RESUME junk", "RESUME TRANSFORM t now", Syntax, 1, 20, "now", "unexpected"},
 		{"ALTER unknown action", "ALTER TRANSFORM t RENAME TO u", Syntax, 1, 19, "RENAME", "expected ADD COLUMN or DROP COLUMN"},
-		{"ALTER ADD without AS", "ALTER TRANSFORM t ADD COLUMN x", Syntax, 1, 31, "end of input", "expected AS"},
+		{"ALTER ADD unnamed", "ALTER TRANSFORM t ADD COLUMN x + 1", Invalid, 1, 30, "x", "?column?"},
 		{"WHERE after GROUP BY", "TRANSFORM t FROM s SELECT a AS a, count(*) AS n GROUP BY a WHERE b", Syntax, 1, 60, "WHERE", "WHERE must come before GROUP BY"},
 		{"junk after WITHOUT SOURCE INDEX", "TRANSFORM t FROM s SELECT a AS a WITHOUT SOURCE INDEX now", Syntax, 1, 55, "now", "unexpected"},
 		{"empty WHERE", "TRANSFORM t FROM s SELECT a AS b WHERE", Syntax, 1, 39, "end of input", "expected a condition"},
@@ -338,8 +361,9 @@ func TestParseErrors(t *testing.T) {
 		{"aggregate in WHERE", "TRANSFORM t FROM s SELECT a AS b WHERE count(*) > 1", Invalid, 1, 40, "count", "aggregates are not allowed in WHERE"},
 		{"aggregate in GROUP BY", "TRANSFORM t FROM s SELECT a AS a, count(*) AS n GROUP BY a, max(b)", Invalid, 1, 61, "max", "aggregates are not allowed in GROUP BY"},
 		{"aggregate in JOIN condition", "TRANSFORM t FROM a JOIN b ON a.x = max(b.x) SELECT a.x AS x", Invalid, 1, 36, "max", "aggregates are not allowed in a JOIN condition"},
-		{"aggregate without GROUP BY", "TRANSFORM t FROM s SELECT a AS a, 1 + sum(x) AS b", Invalid, 1, 39, "sum", "aggregates need GROUP BY"},
-		{"aggregate syntax without GROUP BY", "TRANSFORM t FROM s SELECT my_agg(DISTINCT x) AS b", Invalid, 1, 27, "my_agg", "aggregates need GROUP BY"},
+		{"column beside an aggregate without GROUP BY", "TRANSFORM t FROM s SELECT a AS a, 1 + sum(x) AS b", Invalid, 1, 27, "a", "must be inside an aggregate: without GROUP BY"},
+		{"column inside an expression beside an aggregate", "TRANSFORM t FROM s SELECT sum(x) + y AS z", Invalid, 1, 36, "y", "must be inside an aggregate"},
+		{"HAVING without GROUP BY reads a column", "TRANSFORM t FROM s SELECT count(*) AS n HAVING a > 1", Invalid, 1, 48, "a", "in HAVING must be inside an aggregate"},
 		{"nested aggregate", "TRANSFORM t FROM s SELECT a AS a, sum(count(x)) AS b GROUP BY a", Invalid, 1, 39, "count", "cannot be nested"},
 		{"ungrouped output", "TRANSFORM t FROM s SELECT a AS a, b AS b, count(*) AS n GROUP BY a", Invalid, 1, 35, "b", "neither an aggregate nor one of the GROUP BY expressions"},
 		{"expression of a group key", "TRANSFORM t FROM s SELECT a + 1 AS a1, count(*) AS n GROUP BY a", Invalid, 1, 27, "a", "neither an aggregate"},

@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
@@ -50,6 +51,9 @@ func KindOf(s Statement) string {
 type stmtParser struct {
 	*source
 	pos int
+	// using maps the columns of a JOIN ... USING to the qualifier their
+	// unqualified references are given (the FROM table's).
+	using map[string]string
 }
 
 // is tells whether token i is the keyword or unquoted identifier w.
@@ -242,9 +246,18 @@ func (p *stmtParser) alter() (Statement, *Error) {
 		if e != nil {
 			return nil, e
 		}
-		x, e := p.analyse(from, item.exprTo, partAlter, "the new column "+quoteToken(item.name))
+		what := "the new column " + quoteToken(item.name)
+		if item.nameAt < 0 {
+			what = "the new column"
+		}
+		x, e := p.analyse(from, item.exprTo, partAlter, what)
 		if e != nil {
 			return nil, e
+		}
+		if item.nameAt < 0 {
+			if item.name = figureColname(x.val); item.name == "" {
+				return nil, p.errAt(Invalid, from, "the new column needs a name (PostgreSQL would call it ?column?): add AS name")
+			}
 		}
 		alt.Action = AlterAddColumn
 		alt.Column = SelectItem{Expr: x.sql, Name: item.name, HasAggregate: x.aggOff >= 0, Columns: x.cols}
@@ -282,6 +295,8 @@ func (p *stmtParser) clauseStart(i int) bool {
 		return !p.isKind(i+1, pg.Token_ASCII_40) // join(...) would be a function call
 	case "group":
 		return p.is(i+1, "by")
+	case "having":
+		return true
 	case "without":
 		return p.is(i+1, "source") && p.is(i+2, "index")
 	case "inner", "cross":
@@ -352,10 +367,67 @@ func (p *stmtParser) split(from, to int) []int {
 }
 
 // item is one `expr AS name` of a select list: the expression is the
-// tokens [from, exprTo), the name token is at nameAt.
+// tokens [from, exprTo), the name token is at nameAt (-1 when the item has
+// no AS: the name is a bare alias or the one PostgreSQL gives it). A star
+// item (`*`, `t.*`) has star set.
 type item struct {
 	from, exprTo, nameAt int
 	name                 string
+	star                 bool
+	starOf               string
+}
+
+// starItem reads `*` or `name.*` when that is all of [from, to).
+func (p *stmtParser) starItem(from, to int) (item, bool, *Error) {
+	switch {
+	case to-from == 1 && p.isKind(from, pg.Token_ASCII_42):
+		return item{from: from, exprTo: to, nameAt: -1, star: true}, true, nil
+	case to-from == 3 && p.isKind(from+1, pg.Token_ASCII_46) && p.isKind(from+2, pg.Token_ASCII_42):
+		p.pos = from
+		q, e := p.name(false, "a table name before .*")
+		if e != nil {
+			return item{}, false, e
+		}
+		return item{from: from, exprTo: to, nameAt: -1, star: true, starOf: q}, true, nil
+	}
+	return item{}, false, nil
+}
+
+// usingList reads `( col [, col ...] )` after USING.
+func (p *stmtParser) usingList() ([]string, *Error) {
+	if !p.isKind(p.pos, pg.Token_ASCII_40) {
+		return nil, p.errAt(Syntax, p.pos, "expected ( and column names after USING")
+	}
+	p.pos++
+	var cols []string
+	for {
+		c, e := p.name(false, "a column name in USING")
+		if e != nil {
+			return nil, e
+		}
+		if slices.Contains(cols, c) {
+			return nil, p.errAt(Invalid, p.pos-1, "column "+quoteToken(c)+" appears twice in USING")
+		}
+		cols = append(cols, c)
+		if p.isKind(p.pos, pg.Token_ASCII_44) {
+			p.pos++
+			continue
+		}
+		if !p.isKind(p.pos, pg.Token_ASCII_41) {
+			return nil, p.errAt(Syntax, p.pos, "expected , or ) in USING")
+		}
+		p.pos++
+		return cols, nil
+	}
+}
+
+// qualifier is the name a table's columns are qualified with: its alias,
+// or its name.
+func qualifier(r TableRef) string {
+	if r.Alias != "" {
+		return r.Alias
+	}
+	return r.Table.Name
 }
 
 // selectItem reads `expr AS name` from [from, to): the name follows the
@@ -379,7 +451,9 @@ func (p *stmtParser) selectItem(from, to int) (item, *Error) {
 	}
 	switch {
 	case as < 0:
-		return item{}, p.errAt(Syntax, to, "expected AS and an output column name after the expression")
+		// No AS: PostgreSQL names the output (or the item ends with a
+		// bare alias); analyse finds out.
+		return item{from: from, exprTo: to, nameAt: -1}, nil
 	case as == from:
 		return item{}, p.errAt(Syntax, from, "expected an expression before AS")
 	}
@@ -416,8 +490,14 @@ func (p *stmtParser) joinKind() (JoinKind, bool, *Error) {
 		}
 		p.pos += 3
 		return JoinLeft, true, nil
-	case p.is(i, "right"), p.is(i, "full"), p.is(i, "cross"), p.is(i, "natural"):
-		return "", false, p.errAt(Syntax, i, "only INNER and LEFT joins are supported")
+	case p.is(i, "right"):
+		return "", false, p.errAt(Invalid, i, "RIGHT JOIN is not supported (only INNER and LEFT joins are): swap the two tables and write LEFT JOIN")
+	case p.is(i, "full"):
+		return "", false, p.errAt(Invalid, i, "FULL JOIN is not supported (only INNER and LEFT joins are)")
+	case p.is(i, "cross"):
+		return "", false, p.errAt(Invalid, i, "CROSS JOIN is not supported (only INNER and LEFT joins on equalities are): write JOIN ... ON a.x = b.y")
+	case p.is(i, "natural"):
+		return "", false, p.errAt(Invalid, i, "NATURAL JOIN is not supported (only INNER and LEFT joins are): name the columns with JOIN ... USING (...)")
 	}
 	return "", false, nil
 }
@@ -440,6 +520,17 @@ func (p *stmtParser) transform() (Statement, *Error) {
 	// the SQL parts are parsed.
 	type joinSpan struct{ from, to int }
 	var joinSpans []joinSpan
+	comma := false
+	for p.isKind(p.pos, pg.Token_ASCII_44) {
+		p.pos++
+		ref, e := p.tableRef("a table name after ','")
+		if e != nil {
+			return nil, e
+		}
+		t.Joins = append(t.Joins, Join{Kind: JoinInner, Table: ref, Comma: true})
+		joinSpans = append(joinSpans, joinSpan{-1, -1})
+		comma = true
+	}
 	for {
 		kind, ok, e := p.joinKind()
 		if e != nil {
@@ -452,7 +543,26 @@ func (p *stmtParser) transform() (Statement, *Error) {
 		if j.Table, e = p.tableRef("the table name after JOIN"); e != nil {
 			return nil, e
 		}
-		if e := p.expect("on", "expected ON after the joined table"); e != nil {
+		if p.is(p.pos, "using") {
+			p.pos++
+			if j.Using, e = p.usingList(); e != nil {
+				return nil, e
+			}
+			if p.using == nil {
+				p.using = map[string]string{}
+			}
+			fq := qualifier(t.From)
+			for _, c := range j.Using {
+				j.On = append(j.On, JoinCond{Left: ColumnRef{Qualifier: fq, Column: c}, Right: ColumnRef{Qualifier: qualifier(j.Table), Column: c}})
+				if _, ok := p.using[c]; !ok {
+					p.using[c] = fq
+				}
+			}
+			t.Joins = append(t.Joins, j)
+			joinSpans = append(joinSpans, joinSpan{-1, -1})
+			continue
+		}
+		if e := p.expect("on", "expected ON or USING after the joined table"); e != nil {
 			return nil, e
 		}
 		from := p.pos
@@ -473,20 +583,33 @@ func (p *stmtParser) transform() (Statement, *Error) {
 	if e := p.expect("select", selectMsg); e != nil {
 		return nil, e
 	}
+	if p.is(p.pos, "distinct") {
+		if p.is(p.pos+1, "on") {
+			return nil, p.errAt(Invalid, p.pos, "DISTINCT ON is not supported: GROUP BY the DISTINCT ON expressions and pick the other columns with an aggregate, such as (array_agg(x ORDER BY y))[1]")
+		}
+		t.Distinct = true
+		p.pos++
+	}
 	selFrom := p.pos
 	selTo, e := p.span()
 	if e != nil {
 		return nil, e
 	}
 	if selFrom == selTo {
-		return nil, p.errAt(Invalid, selTo, "the select list is empty: a transform needs at least one `expr AS name`")
+		return nil, p.errAt(Invalid, selTo, "the select list is empty: a transform needs at least one output")
 	}
 	var items []item
 	cuts := p.split(selFrom, selTo)
 	for k := 0; k+1 < len(cuts); k++ {
-		it, e := p.selectItem(cuts[k], cuts[k+1]-1)
+		a, b := cuts[k], cuts[k+1]-1
+		it, star, e := p.starItem(a, b)
 		if e != nil {
 			return nil, e
+		}
+		if !star {
+			if it, e = p.selectItem(a, b); e != nil {
+				return nil, e
+			}
 		}
 		items = append(items, it)
 	}
@@ -527,6 +650,18 @@ func (p *stmtParser) transform() (Statement, *Error) {
 		p.pos = to
 		after = "GROUP BY"
 	}
+	havingFrom, havingTo := -1, -1
+	if p.is(p.pos, "having") {
+		p.pos++
+		havingFrom = p.pos
+		if havingTo, e = p.span(); e != nil {
+			return nil, e
+		}
+		if havingFrom == havingTo {
+			return nil, p.errAt(Syntax, havingTo, "expected a condition after HAVING")
+		}
+		after = "HAVING"
+	}
 	if p.is(p.pos, "without") && p.is(p.pos+1, "source") && p.is(p.pos+2, "index") {
 		p.pos += 3
 		t.WithoutSourceIndex = true
@@ -539,7 +674,7 @@ func (p *stmtParser) transform() (Statement, *Error) {
 		case p.is(p.pos, "where"):
 			return nil, p.errAt(Syntax, p.pos, "WHERE must come before "+after)
 		case p.clauseStart(p.pos) && p.toks[p.pos].word != "select":
-			return nil, p.errAt(Syntax, p.pos, "unexpected "+quoteToken(p.toks[p.pos].text)+" after "+after+" (the order is JOIN, SELECT, WHERE, GROUP BY, WITHOUT SOURCE INDEX)")
+			return nil, p.errAt(Syntax, p.pos, "unexpected "+quoteToken(p.toks[p.pos].text)+" after "+after+" (the order is JOIN, SELECT, WHERE, GROUP BY, HAVING, WITHOUT SOURCE INDEX)")
 		}
 		return nil, p.atEnd(after)
 	}
@@ -547,6 +682,9 @@ func (p *stmtParser) transform() (Statement, *Error) {
 	// The SQL parts, in the order of the text.
 	var funcs []located[string]
 	for k, js := range joinSpans {
+		if js.from < 0 {
+			continue
+		}
 		x, e := p.analyse(js.from, js.to, partJoin, "the JOIN condition")
 		if e != nil {
 			return nil, e
@@ -558,13 +696,30 @@ func (p *stmtParser) transform() (Statement, *Error) {
 	}
 	selects := make([]*expr, len(items))
 	for k, it := range items {
-		x, e := p.analyse(it.from, it.exprTo, partSelect, "select item "+quoteToken(it.name))
+		if it.star {
+			t.Select = append(t.Select, SelectItem{Star: true, StarOf: it.starOf})
+			continue
+		}
+		kind, what := partSelect, "select item "+quoteToken(it.name)
+		if it.nameAt < 0 {
+			kind, what = partSelectBare, fmt.Sprintf("select item %d", k+1)
+		}
+		x, e := p.analyse(it.from, it.exprTo, kind, what)
 		if e != nil {
 			return nil, e
 		}
+		if it.nameAt < 0 {
+			items[k].name, items[k].nameAt = x.alias, x.to-1
+			if x.alias == "" {
+				items[k].name, items[k].nameAt = figureColname(x.val), it.from
+			}
+			if items[k].name == "" {
+				return nil, p.errAt(Invalid, it.from, fmt.Sprintf("select item %d needs a name (PostgreSQL would call it ?column?): add AS name", k+1))
+			}
+		}
 		selects[k] = x
 		funcs = append(funcs, x.funcs...)
-		t.Select = append(t.Select, SelectItem{Expr: x.sql, Name: it.name, HasAggregate: x.aggOff >= 0, Columns: x.cols})
+		t.Select = append(t.Select, SelectItem{Expr: x.sql, Name: items[k].name, HasAggregate: x.aggOff >= 0, Columns: x.cols})
 	}
 	if whereFrom >= 0 {
 		x, e := p.analyse(whereFrom, whereTo, partWhere, "the WHERE clause")
@@ -573,6 +728,11 @@ func (p *stmtParser) transform() (Statement, *Error) {
 		}
 		t.Where, t.WhereColumns = x.sql, x.cols
 		funcs = append(funcs, x.funcs...)
+		if comma {
+			if t.WhereConjuncts, e = p.conjuncts(x); e != nil {
+				return nil, e
+			}
+		}
 	}
 	groups := make([]*expr, 0, len(groupSpans))
 	for k, gs := range groupSpans {
@@ -590,16 +750,27 @@ func (p *stmtParser) transform() (Statement, *Error) {
 		}
 		funcs = append(funcs, x.funcs...)
 	}
+	var having *expr
+	if havingFrom >= 0 {
+		if having, e = p.analyse(havingFrom, havingTo, partHaving, "the HAVING clause"); e != nil {
+			return nil, e
+		}
+		t.Having, t.HavingColumns = having.sql, having.cols
+		funcs = append(funcs, having.funcs...)
+	}
 
 	// Rules across parts.
 	seen := map[string]bool{}
 	for _, it := range items {
+		if it.star {
+			continue
+		}
 		if seen[it.name] {
 			return nil, p.errAt(Invalid, it.nameAt, "duplicate output column name "+quoteToken(it.name))
 		}
 		seen[it.name] = true
 	}
-	if e := p.checkGrouping(items, selects, groups); e != nil {
+	if e := p.checkGrouping(items, selects, groups, having); e != nil {
 		return nil, e
 	}
 	sort.SliceStable(funcs, func(i, j int) bool { return funcs[i].loc < funcs[j].loc })
@@ -624,16 +795,19 @@ func (p *stmtParser) checkGroupKey(x *expr) *Error {
 	return nil
 }
 
-// checkGrouping applies the aggregate rules: aggregates need GROUP BY, and
-// with GROUP BY every output is a GROUP BY expression or an aggregate
-// whose columns outside the aggregate calls are grouped.
-func (p *stmtParser) checkGrouping(items []item, selects, groups []*expr) *Error {
-	if len(groups) == 0 {
-		for _, x := range selects {
-			if x.aggOff >= 0 {
-				return p.errAtByte(Invalid, x.aggOff, "aggregates need GROUP BY", "")
-			}
+// checkGrouping applies the aggregate rules. With GROUP BY every output is
+// a GROUP BY expression or an aggregate whose columns outside the
+// aggregate calls are grouped. Without GROUP BY, an aggregate (or HAVING)
+// makes the transform one group of every row: no column may then be read
+// outside an aggregate. HAVING reads grouped columns and aggregates only.
+func (p *stmtParser) checkGrouping(items []item, selects, groups []*expr, having *expr) *Error {
+	global := having != nil && len(groups) == 0
+	for _, x := range selects {
+		if x != nil && x.aggOff >= 0 && len(groups) == 0 {
+			global = true
 		}
+	}
+	if len(groups) == 0 && !global {
 		return nil
 	}
 	keys := map[string]bool{}
@@ -642,21 +816,35 @@ func (p *stmtParser) checkGrouping(items []item, selects, groups []*expr) *Error
 		keys[g.sql] = true
 		vals[k] = g.val
 	}
+	refName := func(ref *pg.ColumnRef) string {
+		c, _ := plainColumn(&pg.Node{Node: &pg.Node_ColumnRef{ColumnRef: ref}})
+		return c.String()
+	}
 	for k, x := range selects {
+		if x == nil {
+			if global {
+				return p.errAt(Invalid, items[k].from, "* cannot be selected with aggregates: without GROUP BY an aggregate makes one row, so select only aggregates")
+			}
+			return p.errAt(Invalid, items[k].from, "* cannot be selected with GROUP BY: select the GROUP BY expressions and aggregates by name")
+		}
 		if keys[x.sql] {
 			continue
 		}
-		if x.aggOff < 0 {
+		if x.aggOff < 0 && !global {
 			return p.errAt(Invalid, x.from, "column "+quoteToken(items[k].name)+" is neither an aggregate nor one of the GROUP BY expressions")
 		}
 		if ref, loc := ungrouped(x.val.ProtoReflect(), vals, len(selectPrefix)); ref != nil {
-			c, _ := plainColumn(&pg.Node{Node: &pg.Node_ColumnRef{ColumnRef: ref}})
-			name := c.Column
-			if c.Qualifier != "" {
-				name = c.Qualifier + "." + name
+			msg := "column " + quoteToken(refName(ref)) + " must be inside an aggregate or be one of the GROUP BY expressions"
+			if global {
+				msg = "column " + quoteToken(refName(ref)) + " must be inside an aggregate: without GROUP BY, aggregates make one row of every row (add GROUP BY to keep it per group)"
 			}
-			return p.errAtByte(Invalid, x.offset(loc, p.toks[x.to-1].end),
-				"column "+quoteToken(name)+" must be inside an aggregate or be one of the GROUP BY expressions", "")
+			return p.errAtByte(Invalid, x.offset(loc, p.toks[x.to-1].end), msg, "")
+		}
+	}
+	if having != nil {
+		if ref, loc := ungrouped(having.val.ProtoReflect(), vals, len(selectPrefix)); ref != nil {
+			return p.errAtByte(Invalid, having.offset(loc, p.toks[having.to-1].end),
+				"column "+quoteToken(refName(ref))+" in HAVING must be inside an aggregate or be one of the GROUP BY expressions", "")
 		}
 	}
 	return nil

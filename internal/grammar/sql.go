@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // selectPrefix turns one SQL part of a statement into a query PostgreSQL
@@ -20,6 +21,8 @@ const (
 	partGroupBy
 	partJoin
 	partAlter
+	partSelectBare // a select item without AS: it may end with a bare alias
+	partHaving
 )
 
 // aggregateMsg is the refusal for an aggregate in this part; "" when
@@ -45,6 +48,7 @@ type expr struct {
 	cols     []ColumnRef
 	funcs    []located[string] // located by byte offset in the statement text
 	aggOff   int               // byte offset of the first aggregate call, -1 when none
+	alias    string            // a bare alias ending a partSelectBare item, "" when none
 }
 
 // offset maps a location in the parsed query back to the statement text.
@@ -68,11 +72,14 @@ func (p *stmtParser) analyse(from, to int, kind partKind, what string) (*expr, *
 	if err != nil {
 		return nil, p.pgError(err, start, end, selectPrefix, what)
 	}
-	rt, e := p.single(tree, x, end, what)
+	rt, e := p.single(tree, x, end, what, kind == partSelectBare)
 	if e != nil {
 		return nil, e
 	}
 	x.val = rt.GetVal()
+	if len(p.using) > 0 {
+		qualifyUsing(x.val.ProtoReflect(), p.using)
+	}
 
 	w := newWalker(kind.aggregateMsg())
 	w.walk(x.val.ProtoReflect(), int(rt.GetLocation()), false)
@@ -110,7 +117,7 @@ func (p *stmtParser) analyse(from, to int, kind partKind, what string) (*expr, *
 
 // single checks that a parsed `SELECT <part>` is exactly one expression and
 // returns its target.
-func (p *stmtParser) single(tree *pg.ParseResult, x *expr, end int, what string) (*pg.ResTarget, *Error) {
+func (p *stmtParser) single(tree *pg.ParseResult, x *expr, end int, what string, bareAlias bool) (*pg.ResTarget, *Error) {
 	notOne := "expected exactly one expression in " + what
 	stmts := tree.GetStmts()
 	if len(stmts) != 1 {
@@ -157,6 +164,13 @@ func (p *stmtParser) single(tree *pg.ParseResult, x *expr, end int, what string)
 	rt := targets[0].GetResTarget()
 	if rt == nil || rt.GetVal() == nil || len(rt.GetIndirection()) > 0 {
 		return nil, p.errAt(Invalid, x.from, notOne)
+	}
+	if rt.GetName() != "" && bareAlias && !p.is(x.to-2, "as") {
+		// `expr alias`: the alias names the item; the expression is
+		// carried without it.
+		x.alias = rt.GetName()
+		rt.Name = ""
+		return rt, nil
 	}
 	if rt.GetName() != "" {
 		// `expr alias` or `expr AS alias`: the alias is the last token.
@@ -255,4 +269,148 @@ func plainColumn(n *pg.Node) (ColumnRef, bool) {
 		parts = append(parts, s.GetSval())
 	}
 	return ColumnRef{Qualifier: strings.Join(parts[:len(parts)-1], "."), Column: parts[len(parts)-1]}, true
+}
+
+// qualifyUsing gives the unqualified references to a USING column the
+// qualifier of the table whose column they read (the FROM table's: for
+// an inner join the two are equal, for a left join it is the one kept).
+func qualifyUsing(m protoreflect.Message, using map[string]string) {
+	if c, ok := m.Interface().(*pg.ColumnRef); ok {
+		f := c.GetFields()
+		if len(f) == 1 && f[0].GetString_() != nil {
+			if q, ok := using[f[0].GetString_().GetSval()]; ok {
+				c.Fields = append([]*pg.Node{pg.MakeStrNode(q)}, f...)
+			}
+		}
+		return
+	}
+	children(m, func(c protoreflect.Message) { qualifyUsing(c, using) })
+}
+
+// conjuncts splits an analysed WHERE into its top-level AND parts, each
+// with its canonical SQL and columns, and whether it is column = column.
+func (p *stmtParser) conjuncts(x *expr) ([]Conjunct, *Error) {
+	var parts []*pg.Node
+	var flatten func(n *pg.Node)
+	flatten = func(n *pg.Node) {
+		if b := n.GetBoolExpr(); b != nil && b.GetBoolop() == pg.BoolExprType_AND_EXPR {
+			for _, a := range b.GetArgs() {
+				flatten(a)
+			}
+			return
+		}
+		parts = append(parts, n)
+	}
+	flatten(x.val)
+	out := make([]Conjunct, 0, len(parts))
+	for _, n := range parts {
+		tree := &pg.ParseResult{Stmts: []*pg.RawStmt{{Stmt: &pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: &pg.SelectStmt{
+			TargetList:  []*pg.Node{{Node: &pg.Node_ResTarget{ResTarget: &pg.ResTarget{Val: n}}}},
+			LimitOption: pg.LimitOption_LIMIT_OPTION_DEFAULT, Op: pg.SetOperation_SETOP_NONE,
+		}}}}}}
+		sql, err := pgDeparse(tree)
+		if err != nil || !strings.HasPrefix(sql, selectPrefix) {
+			return nil, p.errAtByte(Invalid, x.start, "PostgreSQL cannot print a part of the WHERE clause back as SQL; write it differently", "")
+		}
+		w := newWalker("")
+		w.walk(n.ProtoReflect(), -1, false)
+		sort.SliceStable(w.cols, func(i, j int) bool { return w.cols[i].loc < w.cols[j].loc })
+		c := Conjunct{SQL: strings.TrimPrefix(sql, selectPrefix)}
+		for _, r := range w.cols {
+			c.Columns = appendUnique(c.Columns, r.val)
+		}
+		if a := n.GetAExpr(); a != nil && a.GetKind() == pg.A_Expr_Kind_AEXPR_OP && len(a.GetName()) == 1 && a.GetName()[0].GetString_().GetSval() == "=" {
+			l, lok := plainColumn(a.GetLexpr())
+			r, rok := plainColumn(a.GetRexpr())
+			if lok && rok {
+				c.Equality = &JoinCond{Left: l, Right: r}
+			}
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// figureColname is the name PostgreSQL gives an output without AS (its
+// FigureColname): a column reference's column, a function's name, a few
+// constructs' keywords, a cast's type when nothing better; "" where
+// PostgreSQL would say ?column?.
+func figureColname(n *pg.Node) string {
+	name, _ := figureColnameStrength(n)
+	return name
+}
+
+func figureColnameStrength(n *pg.Node) (string, int) {
+	if n == nil {
+		return "", 0
+	}
+	switch v := n.GetNode().(type) {
+	case *pg.Node_ColumnRef:
+		f := v.ColumnRef.GetFields()
+		if len(f) > 0 && f[len(f)-1].GetString_() != nil {
+			return f[len(f)-1].GetString_().GetSval(), 2
+		}
+	case *pg.Node_AIndirection:
+		ind := v.AIndirection.GetIndirection()
+		if len(ind) > 0 && ind[len(ind)-1].GetString_() != nil {
+			return ind[len(ind)-1].GetString_().GetSval(), 2
+		}
+		return figureColnameStrength(v.AIndirection.GetArg())
+	case *pg.Node_FuncCall:
+		parts := funcNameParts(v.FuncCall)
+		if len(parts) > 0 {
+			return parts[len(parts)-1], 2
+		}
+	case *pg.Node_AExpr:
+		if v.AExpr.GetKind() == pg.A_Expr_Kind_AEXPR_NULLIF {
+			return "nullif", 2
+		}
+	case *pg.Node_TypeCast:
+		name, strength := figureColnameStrength(v.TypeCast.GetArg())
+		if strength <= 1 {
+			if names := v.TypeCast.GetTypeName().GetNames(); len(names) > 0 {
+				return names[len(names)-1].GetString_().GetSval(), 1
+			}
+		}
+		return name, strength
+	case *pg.Node_CollateClause:
+		return figureColnameStrength(v.CollateClause.GetArg())
+	case *pg.Node_CaseExpr:
+		name, strength := figureColnameStrength(v.CaseExpr.GetDefresult())
+		if strength <= 1 {
+			return "case", 1
+		}
+		return name, strength
+	case *pg.Node_AArrayExpr:
+		return "array", 2
+	case *pg.Node_RowExpr:
+		return "row", 2
+	case *pg.Node_CoalesceExpr:
+		return "coalesce", 2
+	case *pg.Node_MinMaxExpr:
+		if v.MinMaxExpr.GetOp() == pg.MinMaxOp_IS_GREATEST {
+			return "greatest", 2
+		}
+		return "least", 2
+	case *pg.Node_XmlSerialize:
+		return "xmlserialize", 2
+	case *pg.Node_XmlExpr:
+		switch v.XmlExpr.GetOp() {
+		case pg.XmlExprOp_IS_XMLCONCAT:
+			return "xmlconcat", 2
+		case pg.XmlExprOp_IS_XMLELEMENT:
+			return "xmlelement", 2
+		case pg.XmlExprOp_IS_XMLFOREST:
+			return "xmlforest", 2
+		case pg.XmlExprOp_IS_XMLPARSE:
+			return "xmlparse", 2
+		case pg.XmlExprOp_IS_XMLPI:
+			return "xmlpi", 2
+		case pg.XmlExprOp_IS_XMLROOT:
+			return "xmlroot", 2
+		case pg.XmlExprOp_IS_XMLSERIALIZE:
+			return "xmlserialize", 2
+		}
+	}
+	return "", 0
 }

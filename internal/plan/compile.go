@@ -21,6 +21,8 @@ type Table struct {
 	KeyCols  []string
 	KeyTypes []string
 	Columns  map[string]string // column name -> type
+	// Order are the column names in the table's order (what `*` lists).
+	Order []string
 }
 
 // Compile turns a parsed TRANSFORM over its resolved tables (the FROM
@@ -33,6 +35,7 @@ func Compile(s *grammar.Transform, tables []*Table) (Spec, [][]string, error) {
 		Source:             Source{Schema: from.Schema, Table: from.Name, Alias: s.From.Alias, KeyCols: from.KeyCols, KeyTypes: from.KeyTypes},
 		Where:              s.Where,
 		GroupBy:            s.GroupBy,
+		Having:             s.Having,
 		WithoutSourceIndex: s.WithoutSourceIndex,
 	}
 	needs := make([][]string, len(tables))
@@ -44,6 +47,7 @@ func Compile(s *grammar.Transform, tables []*Table) (Spec, [][]string, error) {
 	}
 	reads = append(reads, s.WhereColumns...)
 	reads = append(reads, s.GroupByColumns...)
+	reads = append(reads, s.HavingColumns...)
 	for _, r := range reads {
 		i, err := tableOf(r, tables)
 		if err != nil {
@@ -80,6 +84,9 @@ func Compile(s *grammar.Transform, tables []*Table) (Spec, [][]string, error) {
 			need(0, fc)
 			need(1, jc)
 		}
+	}
+	if len(s.GroupBy) == 0 && (s.Having != "" || slices.ContainsFunc(s.Select, func(it grammar.SelectItem) bool { return it.HasAggregate })) {
+		return spec, nil, errs.New(trellistype.CodeValidation, "aggregates without GROUP BY are not supported yet: GROUP BY a column")
 	}
 	var err error
 	switch {
@@ -235,7 +242,7 @@ func recordColumnReads(spec *Spec, s *grammar.Transform, tables []*Table) error 
 		}
 		spec.Columns[i].Reads, spec.Columns[i].JoinedReads = from, joined
 	}
-	base := append(append([]grammar.ColumnRef(nil), s.WhereColumns...), s.GroupByColumns...)
+	base := append(append(append([]grammar.ColumnRef(nil), s.WhereColumns...), s.GroupByColumns...), s.HavingColumns...)
 	for _, k := range spec.Key {
 		if idx := slices.IndexFunc(s.Select, func(it grammar.SelectItem) bool { return it.Name == k.Name }); idx >= 0 {
 			base = append(base, s.Select[idx].Columns...)

@@ -28,6 +28,7 @@ func table(schema, name, alias string, key []string, cols ...string) *Table {
 	for _, c := range cols {
 		n, typ, _ := strings.Cut(c, " ")
 		t.Columns[n] = typ
+		t.Order = append(t.Order, n)
 	}
 	for _, k := range key {
 		t.KeyCols, t.KeyTypes = append(t.KeyCols, k), append(t.KeyTypes, t.Columns[k])
@@ -103,6 +104,39 @@ var goldenCases = []goldenCase{
 		types: map[string]string{"sj": "text", "n": "bigint"},
 	},
 	{
+		name:   "projection_star",
+		stmt:   "TRANSFORM copy FROM orders SELECT *, price + tax AS total",
+		tables: []*Table{table("public", "orders", "", []string{"id"}, orders...)},
+		types: map[string]string{"customer_id": "bigint", "price": "numeric", "tax": "numeric", "status": "text", "region": "text",
+			"placed_at": "timestamp with time zone", "total": "numeric"},
+	},
+	{
+		name: "join_comma",
+		stmt: "TRANSFORM order_lines FROM orders o, customers c SELECT o.id, c.name, o.price WHERE o.customer_id = c.id AND c.tier > 1",
+		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...),
+			table("public", "customers", "c", []string{"id"}, customers...)},
+		types: map[string]string{"id": "bigint", "c_id": "bigint", "name": "text", "price": "numeric"},
+	},
+	{
+		name: "join_using_star",
+		stmt: "TRANSFORM noted FROM orders o LEFT JOIN notes n USING (id) SELECT *",
+		tables: []*Table{table("public", "orders", "o", []string{"id"}, "id bigint", "price numeric"),
+			table("public", "notes", "n", []string{"id", "line"}, "id bigint", "line integer", "note text")},
+		types: map[string]string{"id": "bigint", "price": "numeric", "line": "integer", "note": "text"},
+	},
+	{
+		name:   "distinct",
+		stmt:   "TRANSFORM pairs FROM orders SELECT DISTINCT region, lower(status), 'x' AS tag",
+		tables: []*Table{table("public", "orders", "", []string{"id"}, orders...)},
+		types:  map[string]string{"region": "text", "lower": "text", "tag": "text"},
+	},
+	{
+		name:   "aggregate_having",
+		stmt:   "TRANSFORM big_customers FROM orders SELECT customer_id, sum(price) AS revenue GROUP BY customer_id HAVING count(*) > 2",
+		tables: []*Table{table("public", "orders", "", []string{"id"}, orders...)},
+		types:  map[string]string{"customer_id": "bigint", "revenue": "numeric"},
+	},
+	{
 		name: "join_altered",
 		stmt: "TRANSFORM order_lines FROM orders o JOIN customers c ON o.customer_id = c.id SELECT o.id AS order_id, c.name AS customer",
 		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...),
@@ -120,7 +154,8 @@ func render(t *testing.T, c goldenCase) string {
 	t.Helper()
 	st, err := grammar.Parse(c.stmt)
 	require.NoError(t, err)
-	tr := st.(*grammar.Transform)
+	tr, err := Resolve(st.(*grammar.Transform), c.tables)
+	require.NoError(t, err)
 	spec, needs, err := Compile(tr, c.tables)
 	require.NoError(t, err)
 	for _, a := range c.alter {
@@ -274,13 +309,21 @@ func TestCompileRefuses(t *testing.T) {
 		{"TRANSFORM t FROM orders o SELECT price + 1 AS id", []*Table{o}, "column id is the target's key"},
 		{"TRANSFORM t FROM orders o JOIN customers c ON o.customer_id = c.id SELECT c.name AS o_id", []*Table{o, c}, "column o_id is taken"},
 		{"TRANSFORM t FROM orders o SELECT lower('x') AS g, count(*) AS n GROUP BY lower('x')", []*Table{o}, "GROUP BY needs at least one column"},
+		{"TRANSFORM t FROM orders o, customers c SELECT o.price WHERE o.price > c.tier", []*Table{o, c}, "FROM o, c needs an equality of a column of o and a column of c in WHERE"},
+		{"TRANSFORM t FROM orders o, customers c SELECT o.price WHERE o.id = o.customer_id", []*Table{o, c}, "FROM o, c needs an equality"},
+		{"TRANSFORM t FROM orders o JOIN customers c ON c.id = o.customer_id SELECT *", []*Table{o, c}, "duplicate output column name id"},
+		{"TRANSFORM t FROM orders o SELECT z.*", []*Table{o}, "z.* names no table"},
+		{"TRANSFORM t FROM orders o SELECT DISTINCT 'x' AS a", []*Table{o}, "SELECT DISTINCT needs an output that reads a column"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.stmt, func(t *testing.T) {
 			t.Parallel()
 			st, err := grammar.Parse(tc.stmt)
 			require.NoError(t, err)
-			_, _, err = Compile(st.(*grammar.Transform), tc.tables)
+			tr, err := Resolve(st.(*grammar.Transform), tc.tables)
+			if err == nil {
+				_, _, err = Compile(tr, tc.tables)
+			}
 			var e *errs.Error
 			require.ErrorAs(t, err, &e)
 			require.Equal(t, trellistype.CodeValidation, e.Code)

@@ -26,6 +26,9 @@ type Spec struct {
 	// GroupJoined says the GROUP BY expressions read the joined table.
 	GroupJoined bool   `json:"group_joined,omitempty"`
 	Where       string `json:"where,omitempty"`
+	// Having is the HAVING condition of an aggregate: a group it rejects
+	// has no row.
+	Having string `json:"having,omitempty"`
 	// WithoutSourceIndex records the opt-out of WITHOUT SOURCE INDEX.
 	WithoutSourceIndex bool `json:"without_source_index,omitempty"`
 	// Reads is every source column the definition reads, for checks that a
@@ -75,6 +78,18 @@ func (s *Spec) SetReads() {
 	if s.Join != nil {
 		s.Join.Source.Reads = union(s.Join.BaseReads, func(c Column) []string { return c.JoinedReads })
 	}
+}
+
+// Tables are the qualified names ("schema.table") of every table the
+// definition reads: the FROM table, then the joined one.
+func (s *Spec) Tables() []string {
+	out := []string{s.Source.Schema + "." + s.Source.Table}
+	if j := s.Join; j != nil {
+		if n := j.Source.Schema + "." + j.Source.Table; n != out[0] {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // Source is the table a projection reads.

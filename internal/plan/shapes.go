@@ -92,10 +92,14 @@ func (p *Plan) shapeSelect() string {
 }
 
 func (p *Plan) groupBy() string {
-	if len(p.Spec.GroupBy) == 0 {
-		return ""
+	var out string
+	if len(p.Spec.GroupBy) > 0 {
+		out = " GROUP BY " + strings.Join(p.Spec.GroupBy, ", ")
 	}
-	return " GROUP BY " + strings.Join(p.Spec.GroupBy, ", ")
+	if p.Spec.Having != "" {
+		out += " HAVING (" + p.Spec.Having + ")"
+	}
+	return out
 }
 
 // shapeQuery is the definition's query for joins and aggregates, with

@@ -1,0 +1,131 @@
+package plan
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/trellis-pg/trellis/internal/errs"
+	"github.com/trellis-pg/trellis/internal/grammar"
+	"github.com/trellis-pg/trellis/internal/ident"
+	"github.com/trellis-pg/trellis/trellistype"
+)
+
+// Resolve completes a parsed TRANSFORM with what only its tables' columns
+// tell, before it is checked and compiled: `*` and `t.*` become the
+// tables' columns (in table order; a USING column once, first, as
+// PostgreSQL does), a comma-separated FROM takes its join equalities from
+// WHERE, and SELECT DISTINCT without aggregates becomes a GROUP BY of every
+// output that reads a column. It returns a new Transform; s is unchanged.
+// tables are the FROM table then the joined ones, as for Compile.
+func Resolve(s *grammar.Transform, tables []*Table) (*grammar.Transform, error) {
+	r := *s
+	r.Select = nil
+	for _, it := range s.Select {
+		if !it.Star {
+			r.Select = append(r.Select, it)
+			continue
+		}
+		items, err := expandStar(s, it.StarOf, tables)
+		if err != nil {
+			return nil, err
+		}
+		r.Select = append(r.Select, items...)
+	}
+	seen := map[string]bool{}
+	for _, it := range r.Select {
+		if seen[it.Name] {
+			return nil, errs.New(trellistype.CodeValidation, "duplicate output column name %s (every target column needs its own name): select the columns by name, with AS for one of them", it.Name)
+		}
+		seen[it.Name] = true
+	}
+	r.Joins = slices.Clone(s.Joins)
+	for i, j := range r.Joins {
+		for _, c := range j.Using {
+			for _, t := range []*Table{tables[0], tables[min(i+1, len(tables)-1)]} {
+				if _, ok := t.Columns[c]; !ok {
+					return nil, errs.New(trellistype.CodeValidation, "USING column %s is not a column of %s", c, t.Alias)
+				}
+			}
+		}
+	}
+	for i, j := range r.Joins {
+		if !j.Comma || i+1 >= len(tables) {
+			continue
+		}
+		var rest []string
+		for _, c := range s.WhereConjuncts {
+			if eq := c.Equality; eq != nil {
+				l, lerr := tableOf(eq.Left, tables)
+				rt, rerr := tableOf(eq.Right, tables)
+				if lerr == nil && rerr == nil && ((l == 0 && rt == i+1) || (l == i+1 && rt == 0)) {
+					r.Joins[i].On = append(r.Joins[i].On, *eq)
+					continue
+				}
+			}
+			rest = append(rest, "("+c.SQL+")")
+		}
+		if len(r.Joins[i].On) == 0 {
+			return nil, errs.New(trellistype.CodeValidation, "FROM %s, %s needs an equality of a column of %s and a column of %s in WHERE (a cross join is not supported)",
+				tables[0].Alias, tables[i+1].Alias, tables[0].Alias, tables[i+1].Alias)
+		}
+		r.Where = strings.Join(rest, " AND ")
+	}
+	if r.Distinct && len(r.GroupBy) == 0 && r.Having == "" && !slices.ContainsFunc(r.Select, func(it grammar.SelectItem) bool { return it.HasAggregate }) {
+		// Every output is the key: a constant one is not (PostgreSQL would
+		// read a bare integer in GROUP BY as a position), and is the same
+		// in every row anyway.
+		r.GroupBy, r.GroupByColumns = nil, nil
+		for _, it := range r.Select {
+			if len(it.Columns) == 0 {
+				continue
+			}
+			r.GroupBy = append(r.GroupBy, it.Expr)
+			for _, c := range it.Columns {
+				if !slices.Contains(r.GroupByColumns, c) {
+					r.GroupByColumns = append(r.GroupByColumns, c)
+				}
+			}
+		}
+		if len(r.GroupBy) == 0 {
+			return nil, errs.New(trellistype.CodeValidation, "SELECT DISTINCT needs an output that reads a column")
+		}
+	}
+	return &r, nil
+}
+
+// expandStar lists the columns `*` (of every table) or `q.*` stands for.
+func expandStar(s *grammar.Transform, q string, tables []*Table) ([]grammar.SelectItem, error) {
+	col := func(t *Table, c string) grammar.SelectItem {
+		return grammar.SelectItem{Expr: ident.Quote(t.Alias) + "." + ident.Quote(c), Name: c,
+			Columns: []grammar.ColumnRef{{Qualifier: t.Alias, Column: c}}}
+	}
+	if q != "" {
+		for _, t := range tables {
+			if q == t.Alias || q == t.Name {
+				var out []grammar.SelectItem
+				for _, c := range t.Order {
+					out = append(out, col(t, c))
+				}
+				return out, nil
+			}
+		}
+		return nil, errs.New(trellistype.CodeValidation, "%s.* names no table of the transform", q)
+	}
+	var using []string
+	for _, j := range s.Joins {
+		using = append(using, j.Using...)
+	}
+	var out []grammar.SelectItem
+	for _, c := range using {
+		out = append(out, col(tables[0], c))
+	}
+	for i, t := range tables {
+		for _, c := range t.Order {
+			if i > 0 && slices.Contains(s.Joins[i-1].Using, c) || i == 0 && slices.Contains(using, c) {
+				continue
+			}
+			out = append(out, col(t, c))
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,138 @@
+package trellis_test
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/trellis-pg/trellis"
+)
+
+// syntaxShapes are definitions in the everyday syntax of issue 11 (`*`,
+// outputs without AS, comma joins, USING, DISTINCT, HAVING) over the
+// concurrency tests' sources, each with the plain query its target must
+// equal, column for column.
+var syntaxShapes = []struct{ stmt, target, recompute string }{
+	{"TRANSFORM items_star FROM items SELECT *", "items_star", "SELECT id, v, note FROM items"},
+	{"TRANSFORM items_bare FROM items i SELECT i.v, upper(note), note::varchar WHERE v > 5", "items_bare",
+		"SELECT id, v, upper(note) AS upper, note::varchar AS note FROM items WHERE v > 5"},
+	{"TRANSFORM item_owner_comma FROM items i, owners o SELECT i.id AS item, o.name, i.note WHERE o.id = i.v AND o.team <> 3", "item_owner_comma",
+		"SELECT i.id AS item, o.id AS o_id, o.name, i.note FROM items i JOIN owners o ON o.id = i.v WHERE o.team <> 3"},
+	{"TRANSFORM item_owner_using FROM items LEFT JOIN owners USING (id) SELECT *", "item_owner_using",
+		"SELECT items.id, owners.id AS owners_id, v, note, name, team FROM items LEFT JOIN owners USING (id)"},
+	{"TRANSFORM item_notes_distinct FROM items SELECT DISTINCT note, v % 3 AS m", "item_notes_distinct",
+		"SELECT DISTINCT note, v % 3 AS m FROM items"},
+	{"TRANSFORM owner_teams_used FROM items i JOIN owners o ON o.id = i.v SELECT DISTINCT o.team", "owner_teams_used",
+		"SELECT DISTINCT o.team FROM items i JOIN owners o ON o.id = i.v"},
+	{"TRANSFORM busy_notes FROM items SELECT note, count(*) AS n, sum(v) GROUP BY note HAVING count(*) > 1", "busy_notes",
+		"SELECT note, count(*) AS n, sum(v) AS sum FROM items GROUP BY note HAVING count(*) > 1"},
+	{"TRANSFORM busy_teams FROM items i JOIN owners o ON o.id = i.v SELECT o.team, count(*) AS n GROUP BY o.team HAVING sum(i.v) > 3000", "busy_teams",
+		"SELECT o.team, count(*) AS n FROM items i JOIN owners o ON o.id = i.v GROUP BY o.team HAVING sum(i.v) > 3000"},
+}
+
+// The everyday syntax under random concurrent writes, with the drain
+// workers of two clients: every target ends equal to a fresh recompute,
+// a self-check agrees, and Definitions and Status list every source.
+func TestEverydaySyntaxUnderConcurrentWrites(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	createShapeSources(e)
+	staging := e.engine()
+	e.connect(trellis.Options{DrainWorkers: 2})
+	for _, s := range syntaxShapes {
+		_, err := staging.Define(e.ctx, s.stmt)
+		require.NoError(t, err, s.stmt)
+	}
+	for _, s := range syntaxShapes {
+		e.waitState(staging, s.target, trellis.StateLive)
+		e.assertMatches(s.target, s.recompute)
+	}
+	// A comma join needs the same source indexes as the JOIN it stands for.
+	st, err := staging.Status(e.ctx, "item_owner_comma")
+	require.NoError(t, err)
+	require.Equal(t, []trellis.SourceIndexGap{{Table: "public.items", Columns: []string{"v"}, Role: trellis.RoleJoinFrom,
+		Fix: `CREATE INDEX ON "public"."items" ("v");`}}, st.SourceIndexGaps)
+	st, err = staging.Status(e.ctx, "busy_notes")
+	require.NoError(t, err)
+	require.Equal(t, []trellis.SourceIndexGap{{Table: "public.items", Columns: []string{"note"}, Role: trellis.RoleGroupBy,
+		Fix: `CREATE INDEX ON "public"."items" ("note");`}}, st.SourceIndexGaps)
+	for _, s := range syntaxShapes {
+		e.fixIndexGaps(staging, s.target)
+	}
+
+	stop := make(chan struct{})
+	var writes atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	for i := 0; i < 3; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- writeRandomly(e.ctx, e.db, uint64(40+i), stop, &writes)
+		}()
+	}
+	require.Eventually(t, func() bool { return writes.Load() > 300 }, time.Minute, 10*time.Millisecond)
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	e.converge(staging)
+	for _, s := range syntaxShapes {
+		e.assertMatches(s.target, s.recompute)
+		st, err := staging.Status(e.ctx, s.target)
+		require.NoError(t, err)
+		require.Equal(t, trellis.StateLive, st.State, s.target)
+		require.Nil(t, st.DrainFailure, s.target)
+		requireConsistent(t, s.target, e.selfCheck(staging, s.target, trellis.SelfCheckStrict))
+	}
+
+	defs, err := staging.Definitions(e.ctx)
+	require.NoError(t, err)
+	sources := map[string][]string{}
+	for _, d := range defs {
+		sources[d.Target] = d.Sources
+	}
+	require.ElementsMatch(t, []string{"public.items", "public.owners"}, sources["public.item_owner_comma"])
+	require.ElementsMatch(t, []string{"public.items", "public.owners"}, sources["public.item_owner_using"])
+	require.ElementsMatch(t, []string{"public.items"}, sources["public.items_star"])
+	st, err = staging.Status(e.ctx, "item_owner_using")
+	require.NoError(t, err)
+	require.Equal(t, []string{"public.items", "public.owners"}, st.Sources)
+
+}
+
+// What the everyday syntax cannot say is refused with CodeValidation
+// naming it; nothing is created.
+func TestEverydaySyntaxRefusals(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE a (id int PRIMARY KEY, x int, name text)`)
+	e.exec(`CREATE TABLE b (id int PRIMARY KEY, x int, name text)`)
+	e.exec(`CREATE TABLE c (id int PRIMARY KEY, x int)`)
+	c := e.engine()
+	for _, tc := range []struct{ stmt, msg string }{
+		{"TRANSFORM t FROM a JOIN b ON a.x = b.x SELECT *", "duplicate output column name id"},
+		{"TRANSFORM t FROM a, b SELECT a.name WHERE a.x > b.x", "needs an equality of a column of a and a column of b in WHERE"},
+		{"TRANSFORM t FROM a, b SELECT a.name", "needs an equality"},
+		{"TRANSFORM t FROM a, b, c SELECT a.name WHERE a.x = b.x AND b.x = c.x", "joins of three or more tables are not supported"},
+		{"TRANSFORM t FROM a JOIN b USING (nope) SELECT a.name", "USING column nope is not a column of a"},
+		{"TRANSFORM t FROM a SELECT x + 1", "?column?"},
+		{"TRANSFORM t FROM a SELECT DISTINCT ON (x) x, name", "DISTINCT ON is not supported"},
+		{"TRANSFORM t FROM a RIGHT JOIN b ON a.x = b.x SELECT a.name", "swap the two tables and write LEFT JOIN"},
+		{"TRANSFORM t FROM a SELECT q.*", "q.* names no table"},
+	} {
+		_, err := c.Define(e.ctx, tc.stmt)
+		require.Error(t, err, tc.stmt)
+		require.Equal(t, trellis.CodeValidation, trellis.CodeOf(err), tc.stmt)
+		require.Contains(t, err.Error(), tc.msg, tc.stmt)
+	}
+	defs, err := c.Definitions(e.ctx)
+	require.NoError(t, err)
+	require.Empty(t, defs)
+	require.Equal(t, [][]string{{"0"}}, e.rows(`SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename = 't'`))
+}
