@@ -156,9 +156,6 @@ func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) 
 			}
 			sides = append(sides, joined)
 		}
-		if s, err = plan.Resolve(s, tables(sides)); err != nil {
-			return err
-		}
 		existing, err := e.Cat.Transform(ctx, tx, tgt, false)
 		if err != nil {
 			return err
@@ -170,6 +167,9 @@ func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) 
 			return err
 		} else if r != nil {
 			return errs.New(trellistype.CodeConflict, "table %s already exists: a transform creates its own target table", tgt)
+		}
+		if s, err = plan.Resolve(s, tables(sides)); err != nil {
+			return err
 		}
 		if err := e.checkFunctions(ctx, tx, s.Functions, len(s.GroupBy) > 0); err != nil {
 			return err
