@@ -82,11 +82,16 @@ func TestProjectionKeepsIdenticalValues(t *testing.T) {
 	}
 	e.exec(`CREATE TABLE nk (id numeric PRIMARY KEY, label text)`)
 	e.exec(`INSERT INTO nk VALUES (2, 'two'), (3.0, 'three')`)
+	e.exec(`CREATE TABLE ck (id text COLLATE ci PRIMARY KEY, n int)`)
+	e.exec(`INSERT INTO ck VALUES ('alice', 1), ('bob', 2)`)
 	c := e.engine()
 	_, err := c.Define(e.ctx, "TRANSFORM vals_t FROM vals SELECT "+strings.Join(sel, ", "))
 	require.NoError(t, err)
 	_, err = c.Define(e.ctx, "TRANSFORM nk_t FROM nk SELECT label AS label")
 	require.NoError(t, err)
+	_, err = c.Define(e.ctx, "TRANSFORM ck_t FROM ck SELECT n AS n")
+	require.NoError(t, err)
+	e.waitState(c, "ck_t", trellis.StateLive)
 	e.waitState(c, "vals_t", trellis.StateLive)
 	e.waitState(c, "nk_t", trellis.StateLive)
 	valsRecompute := "SELECT id, " + strings.Join(recompute, ", ") + " FROM vals"
@@ -98,10 +103,12 @@ func TestProjectionKeepsIdenticalValues(t *testing.T) {
 	}
 	e.exec(`UPDATE nk SET id = 2.000 WHERE id = 2`)
 	e.exec(`UPDATE nk SET id = 3 WHERE id = 3`)
+	e.exec(`UPDATE ck SET id = 'Alice' WHERE id = 'alice'`)
 	e.converge(c)
 	e.assertIdentical(valsTarget, valsRecompute)
 	e.assertIdentical("SELECT id, label FROM nk_t", "SELECT id, label FROM nk")
 	require.Equal(t, [][]string{{"2.000"}, {"3"}}, e.rows(`SELECT id::text FROM nk_t ORDER BY id`))
+	e.assertIdentical("SELECT id, n FROM ck_t", "SELECT id, n FROM ck")
 	e.exec(`UPDATE vals SET c0 = NULL WHERE id = 0`)
 	e.exec(`UPDATE vals SET c0 = 1 WHERE id = 1`)
 	e.converge(c)
@@ -199,5 +206,78 @@ func TestShapesOverTypesWithoutEquality(t *testing.T) {
 	for _, s := range shapes {
 		name := s.target[strings.LastIndex(s.target, " ")+1:]
 		requireConsistent(t, name, e.selfCheck(c, name, trellis.SelfCheckStandard))
+	}
+}
+
+// keyable tells the identity cases whose type PostgreSQL can group by.
+func keyable(typ string) bool {
+	switch strings.Fields(typ)[0] {
+	case "json", "xml", "point", "box", "json[]":
+		return false
+	}
+	return true
+}
+
+// Generated: every identity case as a joined value, inside an aggregate,
+// and (where the type has equality) as a GROUP BY key, changed from its
+// old value to its new one; every target must then be identical to its
+// recompute.
+func TestIdentityCasesAcrossShapes(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.identitySchema()
+	var cols, joinSel, joinRe, aggSel, aggRe []string
+	for i, c := range identityCases {
+		cols = append(cols, fmt.Sprintf("c%d %s", i, c.typ))
+		joinSel = append(joinSel, fmt.Sprintf("v.c%d AS c%d", i, i))
+		joinRe = append(joinRe, fmt.Sprintf("v.c%d", i))
+		aggSel = append(aggSel, fmt.Sprintf("array_agg(c%d ORDER BY id) FILTER (WHERE c%d IS NOT NULL) AS c%d", i, i, i))
+		aggRe = append(aggRe, fmt.Sprintf("array_agg(c%d ORDER BY id) FILTER (WHERE c%d IS NOT NULL)", i, i))
+	}
+	e.exec(fmt.Sprintf(`CREATE TABLE vals (id int PRIMARY KEY, grp int, %s)`, strings.Join(cols, ", ")))
+	e.exec(`CREATE TABLE side (id int PRIMARY KEY, label text)`)
+	e.exec(`INSERT INTO side VALUES (0, 'zero'), (1, 'one'), (2, 'two')`)
+	e.exec(`CREATE INDEX ON vals (grp)`)
+	castOf := func(c identityCase) string { return strings.Split(c.typ, " COLLATE")[0] }
+	for i, c := range identityCases {
+		e.exec(fmt.Sprintf(`INSERT INTO vals (id, grp, c%d) VALUES ($1, $1 %% 3, $2::text::%s)`, i, castOf(c)), i, c.old)
+	}
+	type shape struct{ name, stmt, target, recompute string }
+	shapes := []shape{
+		{"joined", "TRANSFORM joined FROM vals v JOIN side s ON s.id = v.grp SELECT s.label AS label, " + strings.Join(joinSel, ", "),
+			"SELECT * FROM joined", "SELECT v.id, s.id, s.label, " + strings.Join(joinRe, ", ") + " FROM vals v JOIN side s ON s.id = v.grp"},
+		{"aggregated", "TRANSFORM aggregated FROM vals SELECT grp AS grp, " + strings.Join(aggSel, ", ") + " GROUP BY grp",
+			"SELECT * FROM aggregated", "SELECT grp, " + strings.Join(aggRe, ", ") + " FROM vals GROUP BY grp"},
+	}
+	for i, c := range identityCases {
+		if !keyable(c.typ) {
+			continue
+		}
+		e.exec(fmt.Sprintf(`CREATE INDEX ON vals (c%d)`, i))
+		n := fmt.Sprintf("by_c%d", i)
+		shapes = append(shapes, shape{n, fmt.Sprintf("TRANSFORM %s FROM vals SELECT c%d AS k, count(*) AS n, sum(id) AS ids GROUP BY c%d", n, i, i),
+			"SELECT k, n, ids FROM " + n, fmt.Sprintf("SELECT c%d, count(*), sum(id) FROM vals GROUP BY c%d", i, i)})
+	}
+	c := e.engine()
+	for _, s := range shapes {
+		_, err := c.Define(e.ctx, s.stmt)
+		require.NoError(t, err, s.stmt)
+	}
+	for _, s := range shapes {
+		e.waitState(c, s.name, trellis.StateLive)
+		e.assertIdentical(s.target, s.recompute)
+	}
+	for i, c := range identityCases {
+		e.exec(fmt.Sprintf(`UPDATE vals SET c%d = $1::text::%s WHERE id = $2`, i, castOf(c)), c.new, i)
+	}
+	e.converge(c)
+	for _, s := range shapes {
+		st, err := c.Status(e.ctx, s.name)
+		require.NoError(t, err)
+		require.Equal(t, trellis.StateLive, st.State, "%s: %+v", s.stmt, st)
+		e.assertIdentical(s.target, s.recompute)
+	}
+	for _, s := range shapes[:3] {
+		requireConsistent(t, s.name, e.selfCheck(c, s.name, trellis.SelfCheckStandard))
 	}
 }
