@@ -379,7 +379,7 @@ func (c *Client) Definitions(ctx context.Context) ([]DefinitionSummary, error) {
 		out = make([]DefinitionSummary, 0, len(ts))
 		for _, t := range ts {
 			out = append(out, DefinitionSummary{
-				Target: t.Target.String(), Statement: t.Statement, State: State(t.State),
+				Target: t.Target.String(), Statement: t.Statement, State: t.State,
 				Since: t.StateSince, CreatedAt: t.CreatedAt,
 				Sources: t.Spec.Tables(),
 			})

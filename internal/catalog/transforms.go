@@ -11,6 +11,7 @@ import (
 
 	"github.com/trellis-pg/trellis/internal/ident"
 	"github.com/trellis-pg/trellis/internal/plan"
+	"github.com/trellis-pg/trellis/trellistype"
 )
 
 // Querier is what catalog reads need: a pool, a connection or a transaction.
@@ -20,21 +21,13 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// Lifecycle states as the catalog stores them.
-const (
-	StateWaiting     = "waiting_to_backfill"
-	StateBackfilling = "backfilling"
-	StateLive        = "live"
-	StatePaused      = "paused"
-)
-
 // Transform is one registered definition.
 type Transform struct {
 	ID           int
 	Target       plan.Target
 	Statement    string
 	Spec         plan.Spec
-	State        string
+	State        trellistype.State
 	StateSince   time.Time
 	PausedReason string
 	BuildKind    string
@@ -43,7 +36,7 @@ type Transform struct {
 	CreatedAt    time.Time
 
 	// A capture failure (FailureKind "" when none).
-	FailureKind    string
+	FailureKind    trellistype.CaptureFailureKind
 	FailureTable   string
 	FailureError   string
 	FailureColumns []string
@@ -76,7 +69,8 @@ func (c *Catalog) Q() string { return c.q }
 func scanTransform(row pgx.Row) (*Transform, error) {
 	var t Transform
 	var spec []byte
-	var reason, fkind, ftable, ferr *string
+	var reason, ftable, ferr *string
+	var fkind *trellistype.CaptureFailureKind
 	var fat, bnext *time.Time
 	var berr *string
 	err := row.Scan(&t.ID, &t.Target.Schema, &t.Target.Name, &t.Statement, &spec, &t.State, &t.StateSince,

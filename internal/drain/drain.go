@@ -29,6 +29,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/plan"
 	"github.com/trellis-pg/trellis/internal/recompute"
 	"github.com/trellis-pg/trellis/internal/safe"
+	"github.com/trellis-pg/trellis/trellistype"
 )
 
 // Engine is the state drain workers of one client share.
@@ -216,7 +217,7 @@ func (w *Worker) halt(ctx context.Context, cause error) bool {
 		return false
 	}
 	w.e.Logger.Error("applying halted on a transform; it is paused until RESUME", "target", te.t.Target.String(), "error", pe.Message)
-	w.e.Metrics.CaptureFailures("halt", 1)
+	w.e.Metrics.CaptureFailures(trellistype.CaptureFailureHalt, 1)
 	return true
 }
 
@@ -380,7 +381,7 @@ func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *ledger.Page, caref
 	works := map[int]*recompute.Set{}
 	for _, s := range srcs {
 		for _, t := range w.bySrc[s] {
-			if t.State == catalog.StatePaused {
+			if t.State == trellistype.StatePaused {
 				continue
 			}
 			wk := works[t.ID]

@@ -272,8 +272,8 @@ func (e *Engine) resume(ctx context.Context, a grammar.Address) (trellistype.App
 			if _, err := tx.Exec(ctx, e.Cat.SQL(sqlColumnBuild), t.ID, col); err != nil {
 				return err
 			}
-			if t.State != catalog.StatePaused {
-				if _, err := tx.Exec(ctx, e.Cat.SQL(sqlSetRebuild), t.ID, catalog.StateBackfilling); err != nil {
+			if t.State != trellistype.StatePaused {
+				if _, err := tx.Exec(ctx, e.Cat.SQL(sqlSetRebuild), t.ID, trellistype.StateBackfilling); err != nil {
 					return err
 				}
 			}
@@ -288,7 +288,7 @@ func (e *Engine) resume(ctx context.Context, a grammar.Address) (trellistype.App
 		if err != nil {
 			return lockTimeout(err, "waiting for the drain pages in flight on "+t.Target.String())
 		}
-		if t.State != catalog.StatePaused {
+		if t.State != trellistype.StatePaused {
 			if released > 0 {
 				res.Addresses = []string{t.Target.Name}
 				return e.Cat.BumpGen(ctx, tx)
@@ -297,7 +297,7 @@ func (e *Engine) resume(ctx context.Context, a grammar.Address) (trellistype.App
 		}
 		// Changes captured while paused were not applied: re-derive the
 		// whole target from the source as it is now.
-		if _, err := tx.Exec(ctx, e.Cat.SQL(sqlSetRebuild), t.ID, catalog.StateWaiting); err != nil {
+		if _, err := tx.Exec(ctx, e.Cat.SQL(sqlSetRebuild), t.ID, trellistype.StateWaitingToBackfill); err != nil {
 			return err
 		}
 		res.Addresses = []string{t.Target.Name}
@@ -348,7 +348,7 @@ func (e *Engine) DetectCaptureDisruptions(ctx context.Context) ([]string, error)
 			return err
 		}
 		if e.Metrics != nil {
-			e.Metrics.CaptureFailures("disruption", len(found))
+			e.Metrics.CaptureFailures(trellistype.CaptureFailureDisruption, len(found))
 		}
 		if len(found) > 0 {
 			if err := e.Cat.BumpGen(ctx, tx); err != nil {
@@ -495,8 +495,8 @@ func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (trellistype.Appli
 			if _, err := tx.Exec(ctx, e.Cat.SQL(sqlColumnBuild), t.ID, col); err != nil {
 				return err
 			}
-			if t.State != catalog.StatePaused {
-				if _, err := tx.Exec(ctx, e.Cat.SQL(sqlSetRebuild), t.ID, catalog.StateBackfilling); err != nil {
+			if t.State != trellistype.StatePaused {
+				if _, err := tx.Exec(ctx, e.Cat.SQL(sqlSetRebuild), t.ID, trellistype.StateBackfilling); err != nil {
 					return err
 				}
 			}
@@ -619,7 +619,7 @@ func (e *Engine) Status(ctx context.Context, target string) (*trellistype.Status
 	}
 	st := &trellistype.Status{
 		Target:       t.Target.String(),
-		State:        trellistype.State(t.State),
+		State:        t.State,
 		Since:        t.StateSince,
 		Statement:    t.Statement,
 		Sources:      t.Spec.Tables(),
@@ -631,7 +631,7 @@ func (e *Engine) Status(ctx context.Context, target string) (*trellistype.Status
 		if cols == nil {
 			cols = []string{}
 		}
-		st.CaptureFailure = &trellistype.CaptureFailure{Kind: trellistype.CaptureFailureKind(t.FailureKind),
+		st.CaptureFailure = &trellistype.CaptureFailure{Kind: t.FailureKind,
 			SourceTable: t.FailureTable, Error: t.FailureError, Columns: cols, DetectedAt: t.FailureAt}
 	}
 	if t.BuildAttempts > 0 {

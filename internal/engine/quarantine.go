@@ -154,12 +154,12 @@ func (e *Engine) entries(ctx context.Context, tx pgx.Tx, t *catalog.Transform, c
 	if err != nil {
 		return nil, err
 	}
-	if onlyQuarantined && held == nil && t.State != catalog.StatePaused {
+	if onlyQuarantined && held == nil && t.State != trellistype.StatePaused {
 		return out, nil
 	}
-	q := trellistype.QuarantineEntry{Target: t.Target.Name, State: trellistype.State(t.State)}
+	q := trellistype.QuarantineEntry{Target: t.Target.Name, State: t.State}
 	switch {
-	case t.State == catalog.StatePaused:
+	case t.State == trellistype.StatePaused:
 		q.Since, q.Reason, q.Error = t.StateSince, t.PausedReason, t.FailureError
 	case held != nil:
 		q.Since = held.OldestPoisonedAt
@@ -263,14 +263,14 @@ func (e *Engine) releaseAll(ctx context.Context, tx pgx.Tx, t *catalog.Transform
 	if err != nil || len(keys) == 0 {
 		return 0, err
 	}
-	if t.State == catalog.StatePaused {
+	if t.State == trellistype.StatePaused {
 		return len(keys), nil // the rebuild that resumes it re-derives them
 	}
 	if len(keys) > releaseInline {
 		// Too many to re-derive one by one within a call: the target is
 		// rebuilt from its source instead, in the background, and reports
 		// backfilling until then.
-		if _, err := tx.Exec(ctx, e.Cat.SQL(sqlSetRebuild), t.ID, catalog.StateBackfilling); err != nil {
+		if _, err := tx.Exec(ctx, e.Cat.SQL(sqlSetRebuild), t.ID, trellistype.StateBackfilling); err != nil {
 			return 0, err
 		}
 		return len(keys), e.notifyStaging(ctx, tx)

@@ -18,6 +18,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
+
+	"github.com/trellis-pg/trellis/trellistype"
 )
 
 // InstanceLabel is the label every series carries.
@@ -31,10 +33,10 @@ const SampleEvery = 2 * time.Second
 
 // States are the transform states trellis_transforms reports, as the
 // catalog keeps them (a transform catching up is live in the catalog).
-var States = []string{"waiting_to_backfill", "backfilling", "live", "paused"}
+var States = []trellistype.State{trellistype.StateWaitingToBackfill, trellistype.StateBackfilling, trellistype.StateLive, trellistype.StatePaused}
 
 // CaptureFailureKinds are the kinds trellis_capture_failures_total counts.
-var CaptureFailureKinds = []string{"disruption", "capture", "halt"}
+var CaptureFailureKinds = []trellistype.CaptureFailureKind{trellistype.CaptureFailureDisruption, trellistype.CaptureFailureCapture, trellistype.CaptureFailureHalt}
 
 // families are every series family of the engine.
 type families struct {
@@ -202,7 +204,7 @@ type Instance struct {
 	buildPagesOK, buildPagesFail  prometheus.Counter
 	buildsDone, buildsPaused      prometheus.Counter
 	buildRows                     prometheus.Counter
-	captureFails                  map[string]prometheus.Counter
+	captureFails                  map[trellistype.CaptureFailureKind]prometheus.Counter
 	sampleErrors                  prometheus.Counter
 
 	smu        sync.Mutex
@@ -233,13 +235,13 @@ func Open(label string) *Instance {
 		buildPagesOK:    fam.buildPages.WithLabelValues(label, "ok"),
 		buildPagesFail:  fam.buildPages.WithLabelValues(label, "failed"),
 		buildsDone:      fam.builds.WithLabelValues(label, "finished"),
-		buildsPaused:    fam.builds.WithLabelValues(label, "paused"),
+		buildsPaused:    fam.builds.WithLabelValues(label, string(trellistype.StatePaused)),
 		buildRows:       fam.buildRows.WithLabelValues(label),
-		captureFails:    map[string]prometheus.Counter{},
+		captureFails:    map[trellistype.CaptureFailureKind]prometheus.Counter{},
 		sampleErrors:    fam.sampleErrors.WithLabelValues(label),
 	}
 	for _, k := range CaptureFailureKinds {
-		in.captureFails[k] = fam.captureFails.WithLabelValues(label, k)
+		in.captureFails[k] = fam.captureFails.WithLabelValues(label, string(k))
 	}
 	instances[label] = in
 	return in
@@ -352,7 +354,7 @@ func (in *Instance) BuildPageFailed(paused bool) {
 
 // CaptureFailures counts n capture failures of kind (one of
 // CaptureFailureKinds).
-func (in *Instance) CaptureFailures(kind string, n int) {
+func (in *Instance) CaptureFailures(kind trellistype.CaptureFailureKind, n int) {
 	if in == nil || n <= 0 {
 		return
 	}

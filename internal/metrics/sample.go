@@ -68,7 +68,7 @@ func (in *Instance) Sample(ctx context.Context, q catalog.Querier, cat *catalog.
 	fam.quarantCols.WithLabelValues(l).Set(float64(cols))
 	fam.heldKeys.WithLabelValues(l).Set(float64(held))
 	for i, s := range States {
-		fam.transforms.WithLabelValues(l, s).Set(float64(states[i]))
+		fam.transforms.WithLabelValues(l, string(s)).Set(float64(states[i]))
 	}
 	seen := make(map[string]bool, len(work))
 	for _, p := range work {

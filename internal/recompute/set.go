@@ -12,6 +12,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/ledger"
 	"github.com/trellis-pg/trellis/internal/locks"
 	"github.com/trellis-pg/trellis/internal/plan"
+	"github.com/trellis-pg/trellis/trellistype"
 )
 
 // Set is what one transaction recomputes of one transform: a set of its
@@ -157,15 +158,16 @@ func (wk *Set) apply(ctx context.Context, tx pgx.Tx) error {
 // initial build: the build inserts the keys past its cursor itself, so the
 // drain leaves them alone (and everything, before the build has begun).
 func (a *applier) buildBound(ctx context.Context, tx pgx.Tx, wk *Set) error {
-	if wk.Plan.Kind() != plan.KindProjection || (wk.T.State != catalog.StateWaiting && wk.T.State != catalog.StateBackfilling) {
+	if wk.Plan.Kind() != plan.KindProjection || (wk.T.State != trellistype.StateWaitingToBackfill && wk.T.State != trellistype.StateBackfilling) {
 		return nil
 	}
-	var state, kind string
+	var state trellistype.State
+	var kind string
 	var cursor []string
 	if err := tx.QueryRow(ctx, a.r.Cat.SQL(sqlBuildState), wk.T.ID).Scan(&state, &kind, &cursor); err != nil {
 		return fmt.Errorf("reading the build state of %s: %w", wk.T.Target, err)
 	}
-	if kind != "initial" || (state != catalog.StateWaiting && state != catalog.StateBackfilling) {
+	if kind != "initial" || (state != trellistype.StateWaitingToBackfill && state != trellistype.StateBackfilling) {
 		return nil
 	}
 	if cursor == nil {

@@ -336,7 +336,7 @@ func (c *check) page(ctx context.Context, req pageReq) (*pageResult, error) {
 	if t == nil {
 		return nil, errGone
 	}
-	if t.State != catalog.StateLive {
+	if t.State != trellistype.StateLive {
 		return nil, errNotLive
 	}
 	pl := t.Plan()
@@ -569,9 +569,9 @@ func (c *check) awaitLive(ctx context.Context) (*catalog.Transform, error) {
 			return nil, errGone
 		}
 		switch t.State {
-		case catalog.StateLive:
+		case trellistype.StateLive:
 			return t, nil
-		case catalog.StatePaused:
+		case trellistype.StatePaused:
 			reason := t.PausedReason
 			if reason == "" {
 				reason = "paused"

@@ -12,6 +12,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/capture"
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/locks"
+	"github.com/trellis-pg/trellis/trellistype"
 )
 
 // readsSuspect is a source that checkReads found something wrong with.
@@ -56,7 +57,7 @@ func (w *Worker) checkReads(ctx context.Context, tx pgx.Tx) ([]int, bool, error)
 			if err != nil {
 				return nil, paused, err
 			}
-			if t == nil || (t.State == catalog.StatePaused && t.FailureKind != "halt") {
+			if t == nil || (t.State == trellistype.StatePaused && t.FailureKind != trellistype.CaptureFailureHalt) {
 				continue
 			}
 			p, err := w.Cat.CheckReads(ctx, tx, t)
@@ -71,7 +72,7 @@ func (w *Worker) checkReads(ctx context.Context, tx pgx.Tx) ([]int, bool, error)
 				return nil, paused, err
 			}
 			paused = true
-			w.Metrics.CaptureFailures("capture", 1)
+			w.Metrics.CaptureFailures(trellistype.CaptureFailureCapture, 1)
 			w.Logger.Error("a source column a transform reads is gone; it is paused until RESUME",
 				"target", t.Target.String(), "table", p.Table, "columns", strings.Join(p.Columns, ","), "reason", msg)
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/metrics"
 	"github.com/trellis-pg/trellis/internal/plan"
 	"github.com/trellis-pg/trellis/internal/recompute"
+	"github.com/trellis-pg/trellis/trellistype"
 )
 
 // Defaults for the worker's cadence.
@@ -267,7 +268,7 @@ func (w *Worker) buildPage(ctx context.Context, id int) (*plan.Target, error) {
 		if err != nil || t == nil {
 			return err
 		}
-		if t.State != catalog.StateWaiting && t.State != catalog.StateBackfilling {
+		if t.State != trellistype.StateWaitingToBackfill && t.State != trellistype.StateBackfilling {
 			return nil
 		}
 		pl := t.Plan()
@@ -275,7 +276,7 @@ func (w *Worker) buildPage(ctx context.Context, id int) (*plan.Target, error) {
 			finished = &t.Target
 			return w.buildShape(ctx, tx, t, pl)
 		}
-		first := t.State == catalog.StateWaiting || t.BuildCursor == nil
+		first := t.State == trellistype.StateWaitingToBackfill || t.BuildCursor == nil
 		var lowerArgs []any
 		if !first {
 			for _, v := range t.BuildCursor {
@@ -357,14 +358,14 @@ const BuildAttempts = 5
 
 func (w *Worker) buildFailed(ctx context.Context, id int, cause error) {
 	var attempts int
-	var state string
-	defer func() { w.Metrics.BuildPageFailed(state == catalog.StatePaused) }()
+	var state trellistype.State
+	defer func() { w.Metrics.BuildPageFailed(state == trellistype.StatePaused) }()
 	err := w.Pool.QueryRow(ctx, w.Cat.SQL(sqlBuildFailed), id, cause.Error(), BuildAttempts).Scan(&attempts, &state)
 	if err != nil {
 		w.Logger.Error("recording a build failure", "transform_id", id, "error", err, "cause", cause)
 		return
 	}
-	if state == catalog.StatePaused {
+	if state == trellistype.StatePaused {
 		w.Logger.Error("a build kept failing; its transform is paused until RESUME", "transform_id", id, "attempts", attempts, "error", cause)
 		_, _ = w.Pool.Exec(ctx, w.Cat.SQL(sqlBumpGen))
 		return
@@ -524,7 +525,7 @@ func (w *Worker) detectDisruptions(ctx context.Context) error {
 		for _, d := range found {
 			w.Logger.Error("capture was changed outside Trellis; its readers are paused until RESUME", "table", d.Table, "reason", d.Reason)
 		}
-		w.Metrics.CaptureFailures("disruption", len(found))
+		w.Metrics.CaptureFailures(trellistype.CaptureFailureDisruption, len(found))
 		if len(found) > 0 {
 			if _, err := tx.Exec(ctx, w.Cat.SQL(sqlBumpGen)); err != nil {
 				return err
