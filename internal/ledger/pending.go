@@ -9,6 +9,7 @@ import (
 
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/plan"
+	"github.com/trellis-pg/trellis/trellistype"
 )
 
 // Pending is the work not yet applied to one transform's target: the
@@ -17,8 +18,8 @@ import (
 type Pending struct {
 	ID     int
 	Target plan.Target
-	// State is the catalog state ("live", "paused", ...).
-	State string
+	// State is the transform's lifecycle state as the catalog stores it.
+	State trellistype.State
 	// Changes counts the ledger rows pending: those in pages not yet
 	// applied, and those committed since the last cut.
 	Changes int64

@@ -81,7 +81,7 @@ func (in *Instance) Sample(ctx context.Context, q catalog.Querier, cat *catalog.
 			if s == p.State {
 				v = 1
 			}
-			fam.targetState.WithLabelValues(l, target, s).Set(v)
+			fam.targetState.WithLabelValues(l, target, string(s)).Set(v)
 		}
 	}
 	for target := range in.targets {
