@@ -174,14 +174,14 @@ func TestConcurrentWritesConverge(t *testing.T) {
 			errs <- writeRandomly(e.ctx, e.db, uint64(i+1), stop, &writes)
 		}()
 	}
-	time.Sleep(2 * time.Second)
+	e.writesPast(&writes, 200)
 	// Partitions come and go while the writes run: a table with rows is
 	// attached, another detached.
 	e.exec(`CREATE TABLE events_9 (id bigint, region int, amount int, PRIMARY KEY (id, region))`)
 	e.exec(`INSERT INTO events_9 SELECT g, 9, g FROM generate_series(1, 50) g`)
 	e.exec(`ALTER TABLE events ATTACH PARTITION events_9 FOR VALUES IN (9)`)
 	e.exec(`ALTER TABLE events DETACH PARTITION events_2`)
-	time.Sleep(2 * time.Second)
+	e.writesPast(&writes, 200)
 	close(stop)
 	wg.Wait()
 	close(errs)
@@ -249,11 +249,12 @@ func TestCrashesLoseNothing(t *testing.T) {
 	stop := make(chan struct{})
 	var writes atomic.Int64
 	var wg sync.WaitGroup
+	errs := make(chan error, 3)
 	for i := 0; i < 3; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			require.NoError(t, writeRandomly(e.ctx, e.db, uint64(100+i), stop, &writes))
+			errs <- writeRandomly(e.ctx, e.db, uint64(100+i), stop, &writes)
 		}()
 	}
 	for i := 0; i < 8; i++ {
@@ -262,6 +263,10 @@ func TestCrashesLoseNothing(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
 	e.converge(second)
 	for _, s := range shapes {
 		e.assertMatches(s.target, s.recompute)

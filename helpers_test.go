@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -95,6 +96,13 @@ func (e *env) waitState(c *trellis.Client, target string, state trellis.State) *
 	}
 	e.t.Fatalf("%s did not reach %s; last status %+v", target, state, last)
 	return nil
+}
+
+// writesPast waits until the writers counted n more writes.
+func (e *env) writesPast(writes *atomic.Int64, n int64) {
+	e.t.Helper()
+	target := writes.Load() + n
+	e.eventually(fmt.Sprintf("%d more writes", n), func() bool { return writes.Load() >= target })
 }
 
 // converge waits until everything committed so far reached the targets.

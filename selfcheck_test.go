@@ -240,7 +240,7 @@ func TestSelfCheckWhileWriting(t *testing.T) {
 		}
 	}
 	defer stopWriters()
-	time.Sleep(500 * time.Millisecond)
+	e.writesPast(&writes, 100)
 	// Rows no write touches are added behind Trellis's back: found while
 	// the writes go on, next to keys in flight that are not reported.
 	tampered := map[string]string{"even_items": "1000000", "item_owners": "(999999,1)", "region_amounts": "77"}
@@ -341,7 +341,9 @@ func TestSelfCheckJobs(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, first.ID, again.ID)
 	require.Equal(t, trellis.SelfCheckStandard, again.Mode)
-	time.Sleep(300 * time.Millisecond)
+	live, err := c.HasLiveDrainWorkers(e.ctx)
+	require.NoError(t, err)
+	require.False(t, live, "a drain worker could run the job")
 	j, err = c.SelfCheckJob(e.ctx, first.ID)
 	require.NoError(t, err)
 	require.Equal(t, trellis.SelfCheckQueued, j.State, "no drain worker runs it")

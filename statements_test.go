@@ -320,13 +320,22 @@ func TestCloseCancelsCallsAndDeadlines(t *testing.T) {
 	cancel()
 	requireCode(t, err, trellis.CodeTimeout)
 
+	waiters := func() bool {
+		var waiting bool
+		err := e.db.QueryRow(e.ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
+WHERE NOT granted AND locktype = 'relation' AND relation = 'locked'::regclass)`).Scan(&waiting)
+		require.NoError(t, err)
+		return waiting
+	}
+	e.eventually("the timed-out define stops waiting for the lock", func() bool { return !waiters() })
+
 	// A Status on the same client is not delayed by a call stuck on a lock.
 	done := make(chan error, 1)
 	go func() {
 		_, err := c.Define(e.ctx, "TRANSFORM l3 FROM locked SELECT v AS v")
 		done <- err
 	}()
-	time.Sleep(200 * time.Millisecond)
+	e.eventually("the define waits for the table's lock", waiters)
 	_, err = c.Status(e.ctx, "anything")
 	require.NoError(t, err)
 
