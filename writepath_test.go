@@ -19,6 +19,13 @@ import (
 // connects as it. At cleanup the role's rights and the role go.
 func (e *env) role(suffix string, grants ...string) *pgxpool.Pool {
 	e.t.Helper()
+	pool, _ := e.roleURL(suffix, grants...)
+	return pool
+}
+
+// roleURL is role, and the URL that connects as the role.
+func (e *env) roleURL(suffix string, grants ...string) (*pgxpool.Pool, string) {
+	e.t.Helper()
 	var db string
 	require.NoError(e.t, e.db.QueryRow(e.ctx, "SELECT current_database()").Scan(&db))
 	name := db + "_" + suffix
@@ -36,7 +43,7 @@ func (e *env) role(suffix string, grants ...string) *pgxpool.Pool {
 		_, _ = e.db.Exec(e.ctx, fmt.Sprintf("DROP OWNED BY %q", name))
 		_, _ = e.db.Exec(e.ctx, fmt.Sprintf("DROP ROLE %q", name))
 	})
-	return pool
+	return pool, u.String()
 }
 
 // as runs statements on pool in one transaction and fails the test if any fails.
@@ -237,4 +244,56 @@ func TestDrainRejectsMalformedLedgerRows(t *testing.T) {
 	}
 	_, found := metricValue(trellis.RenderPrometheus(), "trellis_panics_total", "trellis_instance="+inst)
 	require.False(t, found, "a background part panicked")
+}
+
+// A source whose capture cannot be installed (Trellis's role may read it
+// but does not own it) pauses only its readers, with the cause; another
+// source installs, builds, drains and converges meanwhile.
+func TestCaptureInstallFailureStopsOnlyItsReaders(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	var db string
+	require.NoError(t, e.db.QueryRow(e.ctx, "SELECT current_database()").Scan(&db))
+	own, url := e.roleURL("trellis", fmt.Sprintf("GRANT CREATE ON DATABASE %q TO %%s", db), "GRANT CREATE ON SCHEMA public TO %s")
+	e.exec(`CREATE TABLE foreign_src (id int PRIMARY KEY, v int)`)
+	e.exec(`INSERT INTO foreign_src SELECT i, i FROM generate_series(1, 10) i`)
+	e.exec(fmt.Sprintf(`GRANT SELECT ON foreign_src TO %q`, db+"_trellis"))
+	_, err := own.Exec(e.ctx, `CREATE TABLE healthy (id int PRIMARY KEY, v int)`)
+	require.NoError(t, err)
+	_, err = own.Exec(e.ctx, `INSERT INTO healthy SELECT i, i FROM generate_series(1, 10) i`)
+	require.NoError(t, err)
+
+	m, err := trellis.Connect(e.ctx, trellis.Options{URL: url, Logger: quietLogger()})
+	require.NoError(t, err)
+	defer m.Close()
+	require.NoError(t, m.Migrate(e.ctx))
+	c, err := trellis.Connect(e.ctx, trellis.Options{URL: url, Logger: quietLogger(), Staging: true, DrainWorkers: 2, PollInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Define(e.ctx, "TRANSFORM foreign_copy FROM foreign_src SELECT v AS v")
+	require.NoError(t, err)
+	_, err = c.Define(e.ctx, "TRANSFORM healthy_copy FROM healthy SELECT v AS v")
+	require.NoError(t, err)
+
+	st := e.waitCaptureFailure(c, "foreign_copy", time.Now().Add(-time.Minute))
+	require.Equal(t, "public.foreign_src", st.CaptureFailure.SourceTable)
+	require.Contains(t, st.CaptureFailure.Error, "capture of public.foreign_src cannot be installed")
+	require.Contains(t, st.CaptureFailure.Error, "RESUME")
+
+	e.waitState(c, "healthy_copy", trellis.StateLive)
+	_, err = own.Exec(e.ctx, `UPDATE healthy SET v = v * 10 WHERE id < 5`)
+	require.NoError(t, err)
+	e.converge(c)
+	e.assertMatches("healthy_copy", "SELECT id, v FROM healthy")
+	_, err = e.db.Exec(e.ctx, `UPDATE foreign_src SET v = 0`)
+	require.NoError(t, err, "writes to the table capture could not be installed on")
+
+	// Once Trellis may create triggers on it, RESUME installs and builds.
+	e.exec(fmt.Sprintf(`ALTER TABLE foreign_src OWNER TO %q`, db+"_trellis"))
+	_, err = c.Apply(e.ctx, "RESUME TRANSFORM foreign_copy")
+	require.NoError(t, err)
+	e.waitState(c, "foreign_copy", trellis.StateLive)
+	e.exec(`UPDATE foreign_src SET v = 5 WHERE id = 1`)
+	e.converge(c)
+	e.assertMatches("foreign_copy", "SELECT id, v FROM foreign_src")
 }

@@ -8,8 +8,16 @@ const (
 SELECT s.id, s.schema_name, s.table_name, s.key_columns, s.key_types, s.cap_columns, s.cap_types, s.partitioned
 FROM %[1]s.sources s
 WHERE s.capture_state = 'pending'
-  AND EXISTS (SELECT 1 FROM %[1]s.transform_sources ts WHERE ts.source_id = s.id)
+  AND EXISTS (SELECT 1 FROM %[1]s.transform_sources ts JOIN %[1]s.transforms t ON t.id = ts.transform_id
+              WHERE ts.source_id = s.id AND t.state <> 'paused')
 ORDER BY s.id`
+
+	// The readers of a source whose capture cannot be installed, paused
+	// with a capture failure.
+	sqlInstallFailure = `
+UPDATE %[1]s.transforms t SET state = 'paused', state_since = clock_timestamp(), paused_reason = $3,
+    failure_kind = 'capture', failure_table = $2, failure_error = $3, failure_columns = '{}', failure_at = clock_timestamp()
+FROM %[1]s.transform_sources ts WHERE ts.transform_id = t.id AND ts.source_id = $1 AND t.state <> 'paused'`
 
 	sqlOrphanSources = `
 SELECT s.id, s.schema_name, s.table_name, s.key_columns, s.key_types, s.cap_columns, s.cap_types, s.partitioned

@@ -34,6 +34,9 @@ import (
 const (
 	BuildPageRows = 50000
 	MaintainEvery = 500 * time.Millisecond
+	// InstallWait bounds how long one pass waits for a source table's lock
+	// to install capture on it.
+	InstallWait = 2 * time.Second
 )
 
 // Worker is the staging worker of one instance.
@@ -153,10 +156,12 @@ func (w *Worker) installPending(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing sources to capture: %w", err)
 	}
-	// One source that cannot be captured does not hold up the others.
-	var firstErr error
+	// One source that cannot be captured does not hold up the others, nor
+	// the rest of the pass: a table whose lock is not granted within
+	// InstallWait is tried again on the next pass (its wait stays recorded).
 	for _, s := range srcs {
-		err := capture.WithLock(ctx, w.Pool, func(attempt int, err error) {
+		ictx, cancel := context.WithTimeout(ctx, InstallWait)
+		err := capture.WithLock(ictx, w.Pool, func(attempt int, err error) {
 			w.recordWait(ctx, s, attempt)
 		}, func(tx pgx.Tx) error {
 			parts, err := leafPartitions(ctx, tx, s)
@@ -180,13 +185,50 @@ func (w *Worker) installPending(ctx context.Context) error {
 			_, err = tx.Exec(ctx, w.Cat.SQL(sqlBumpGen))
 			return err
 		})
+		waited := ictx.Err() != nil
+		cancel()
 		if err != nil {
-			firstErr = cmp.Or(firstErr, err)
+			if ctx.Err() != nil {
+				return err
+			}
+			if waited {
+				continue
+			}
+			// One source that cannot be captured stops only its readers,
+			// with the cause in their status; the rest of the pass goes on.
+			w.installFailed(ctx, s, err)
 			continue
 		}
 		w.Logger.Info("capture installed", "table", s.Schema+"."+s.Table)
 	}
-	return firstErr
+	return nil
+}
+
+// installFailed pauses the readers of a source whose capture cannot be
+// installed (Trellis's role does not own the table, say) with a capture
+// failure that names the cause and the fix. The source stays pending: a
+// RESUME of a reader tries again.
+func (w *Worker) installFailed(ctx context.Context, s capture.Source, cause error) {
+	table := s.Schema + "." + s.Table
+	msg := fmt.Sprintf("capture of %s cannot be installed: %v; Trellis's role must be able to create triggers on it "+
+		"(own the table, or be a member of its owner's role): fix that, then RESUME the transforms reading it", table, cause)
+	var n int64
+	err := pgx.BeginFunc(ctx, w.Pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, w.Cat.SQL(sqlInstallFailure), s.ID, table, msg)
+		if err != nil {
+			return err
+		}
+		if n = tag.RowsAffected(); n > 0 {
+			return w.Cat.BumpGen(ctx, tx)
+		}
+		return nil
+	})
+	if err != nil {
+		w.Logger.Error("recording that capture cannot be installed", "table", table, "error", err, "cause", cause)
+		return
+	}
+	w.Metrics.CaptureFailures("capture", int(n))
+	w.Logger.Error("capture cannot be installed; the transforms reading the table are paused until RESUME", "table", table, "error", cause)
 }
 
 func (w *Worker) removeOrphans(ctx context.Context) error {
@@ -207,7 +249,12 @@ func (w *Worker) removeOrphans(ctx context.Context) error {
 			return w.Names.Uninstall(ctx, tx, s)
 		})
 		if err != nil {
-			return err
+			if ctx.Err() != nil {
+				return err
+			}
+			// Tried again on the next pass; the rest of this one goes on.
+			w.Logger.Warn("removing capture from a table no transform reads failed", "table", s.Schema+"."+s.Table, "error", err)
+			continue
 		}
 		w.Logger.Info("capture removed", "table", s.Schema+"."+s.Table)
 	}
