@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/trellis-pg/trellis"
+	"github.com/trellis-pg/trellis/internal/grammar"
 )
 
 func newApplyCmd(g *globals) *cobra.Command {
@@ -38,10 +39,10 @@ statement that fails; the statements before it stay applied.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			w := cmd.OutOrStdout()
-			var stmts []fileStatement
+			var stmts []grammar.FileStatement
 			name := file
 			if file == "" {
-				stmts = []fileStatement{{Text: args[0], Line: 1}}
+				stmts = []grammar.FileStatement{{Text: args[0], Line: 1}}
 			} else {
 				text, err := readStatements(file, g.env.Stdin)
 				if err != nil {
@@ -50,7 +51,7 @@ statement that fails; the statements before it stay applied.`,
 				if file == "-" {
 					name = "standard input"
 				}
-				if stmts = splitStatements(text); len(stmts) == 0 {
+				if stmts = grammar.Split(text); len(stmts) == 0 {
 					return fmt.Errorf("%s holds no statements", name)
 				}
 			}
@@ -91,7 +92,7 @@ func readStatements(file string, stdin io.Reader) (string, error) {
 }
 
 // statementError says which statement of a file failed, and what is applied.
-func statementError(err error, stmts []fileStatement, i int, name string) error {
+func statementError(err error, stmts []grammar.FileStatement, i int, name string) error {
 	n := len(stmts)
 	s := stmts[i]
 	msg := fmt.Sprintf("statement %d of %d (line %d of %s: %q) failed: %s", i+1, n, s.Line, name, oneLine(s.FirstLine(), 60), message(err))

@@ -1,9 +1,9 @@
-package cli
+package grammar
 
 import "strings"
 
-// fileStatement is one statement of a statements file.
-type fileStatement struct {
+// FileStatement is one statement of a statements file (Split).
+type FileStatement struct {
 	// Text runs from the statement's first line with content through its
 	// last, whole lines (so positions within it are columns of the file),
 	// without the trailing ';' that ended it.
@@ -13,7 +13,7 @@ type fileStatement struct {
 }
 
 // FirstLine is the statement's first line, for messages.
-func (s fileStatement) FirstLine() string {
+func (s FileStatement) FirstLine() string {
 	first, _, _ := strings.Cut(s.Text, "\n")
 	return strings.TrimSpace(first)
 }
@@ -30,7 +30,8 @@ const (
 	inComment       // /* ... */ (nested)
 )
 
-// splitStatements splits a statements file into statements. A statement
+// Split splits a statements file (the format of trellis apply -f and
+// Client.Sync) into statements. A statement
 // ends at a line that is blank, or at a ';' that is the last thing on its
 // line (one such ';' is removed; a line of only ';' is the usual form).
 // Lines that begin with "--" are comments: they never start a statement
@@ -38,9 +39,9 @@ const (
 // scans it, so blank lines, ';' and "--" inside string literals, quoted
 // identifiers, dollar quotes and block comments split nothing. A ';' in
 // the middle of a line is left in place, for the parser to refuse.
-func splitStatements(src string) []fileStatement {
+func Split(src string) []FileStatement {
 	var (
-		out     []fileStatement
+		out     []FileStatement
 		lines   []string // of the open statement
 		last    = -1     // index in lines of its last line with content
 		start   int      // file line of its first line
@@ -51,7 +52,7 @@ func splitStatements(src string) []fileStatement {
 	)
 	flush := func() {
 		if last >= 0 {
-			out = append(out, fileStatement{
+			out = append(out, FileStatement{
 				Text: strings.TrimRight(strings.Join(lines[:last+1], "\n"), " \t\r\n"),
 				Line: start,
 			})
