@@ -132,52 +132,75 @@ func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error 
 	return sp.Commit(ctx)
 }
 
-func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) (trellistype.Applied, error) {
+// compile checks a TRANSFORM statement against the catalog and the
+// tables it reads, and compiles it: the resolved sides, the spec, and the
+// columns whose old values each side's capture must record. It changes
+// nothing but a chain's upstream key (keyTarget), in tx.
+func (e *Engine) compile(ctx context.Context, tx pgx.Tx, s *grammar.Transform) ([]*side, plan.Spec, [][]string, error) {
 	if len(s.Joins) > 1 {
-		return nil, errs.New(trellistype.CodeValidation, "joins of three or more tables are not supported yet: a transform joins two tables")
+		return nil, plan.Spec{}, nil, errs.New(trellistype.CodeValidation, "joins of three or more tables are not supported yet: a transform joins two tables")
 	}
+	if tgt := e.target(s.Target); tgt.Schema == e.Cat.Schema {
+		return nil, plan.Spec{}, nil, errs.New(trellistype.CodeValidation, "a target cannot be created in Trellis's catalog schema %q", e.Cat.Schema)
+	}
+	from, err := e.loadSide(ctx, tx, s.From)
+	if err != nil {
+		return nil, plan.Spec{}, nil, err
+	}
+	sides := []*side{from}
+	if len(s.Joins) == 1 {
+		joined, err := e.loadSide(ctx, tx, s.Joins[0].Table)
+		if err != nil {
+			return nil, plan.Spec{}, nil, err
+		}
+		if joined.Alias == from.Alias {
+			return nil, plan.Spec{}, nil, errs.New(trellistype.CodeValidation, "the joined table needs an alias different from %s", from.Alias)
+		}
+		sides = append(sides, joined)
+	}
+	if s, err = plan.Resolve(s, tables(sides)); err != nil {
+		return nil, plan.Spec{}, nil, err
+	}
+	if err := e.checkFunctions(ctx, tx, s.Functions, len(s.GroupBy) > 0); err != nil {
+		return nil, plan.Spec{}, nil, err
+	}
+	spec, needs, err := plan.Compile(s, tables(sides))
+	if err != nil {
+		return nil, plan.Spec{}, nil, err
+	}
+	return sides, spec, needs, nil
+}
+
+// checkTargetFree refuses a target some transform writes already, or a
+// table that exists: a transform creates its own target table.
+func (e *Engine) checkTargetFree(ctx context.Context, tx pgx.Tx, tgt plan.Target) error {
+	existing, err := e.Cat.Transform(ctx, tx, tgt, false)
+	if err != nil {
+		return err
+	}
+	if existing != nil {
+		return errs.New(trellistype.CodeConflict, "a transform already writes %s", tgt)
+	}
+	if r, err := e.resolve(ctx, tx, grammar.Name{Schema: tgt.Schema, Name: tgt.Name}, ""); err != nil {
+		return err
+	} else if r != nil {
+		return errs.New(trellistype.CodeConflict, "table %s already exists: a transform creates its own target table", tgt)
+	}
+	return nil
+}
+
+func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) (trellistype.Applied, error) {
 	tgt := e.target(s.Target)
-	if tgt.Schema == e.Cat.Schema {
-		return nil, errs.New(trellistype.CodeValidation, "a target cannot be created in Trellis's catalog schema %q", e.Cat.Schema)
-	}
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
-		from, err := e.loadSide(ctx, tx, s.From)
+		// The target is checked after the tables it reads, as before.
+		sides, spec, needs, err := e.compile(ctx, tx, s)
 		if err != nil {
 			return err
 		}
-		sides := []*side{from}
-		if len(s.Joins) == 1 {
-			joined, err := e.loadSide(ctx, tx, s.Joins[0].Table)
-			if err != nil {
-				return err
-			}
-			if joined.Alias == from.Alias {
-				return errs.New(trellistype.CodeValidation, "the joined table needs an alias different from %s", from.Alias)
-			}
-			sides = append(sides, joined)
-		}
-		existing, err := e.Cat.Transform(ctx, tx, tgt, false)
-		if err != nil {
+		if err := e.checkTargetFree(ctx, tx, tgt); err != nil {
 			return err
 		}
-		if existing != nil {
-			return errs.New(trellistype.CodeConflict, "a transform already writes %s", tgt)
-		}
-		if r, err := e.resolve(ctx, tx, grammar.Name{Schema: tgt.Schema, Name: tgt.Name}, ""); err != nil {
-			return err
-		} else if r != nil {
-			return errs.New(trellistype.CodeConflict, "table %s already exists: a transform creates its own target table", tgt)
-		}
-		if s, err = plan.Resolve(s, tables(sides)); err != nil {
-			return err
-		}
-		if err := e.checkFunctions(ctx, tx, s.Functions, len(s.GroupBy) > 0); err != nil {
-			return err
-		}
-		spec, needs, err := plan.Compile(s, tables(sides))
-		if err != nil {
-			return err
-		}
+		from := sides[0]
 		for i, sd := range sides {
 			if err := e.registerSource(ctx, tx, sd, needs[i]); err != nil {
 				return err

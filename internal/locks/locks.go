@@ -37,6 +37,7 @@ const (
 	purposeMigrate = "migrate"
 	purposeStaging = "staging"
 	purposeDrain   = "drain"
+	purposeSync    = "sync"
 )
 
 // key derives the bigint key of an instance-wide lock: 63 bits of the
@@ -107,6 +108,23 @@ func Migrate(ctx context.Context, conn Execer, schema string) (unlock func(), er
 		return nil, err
 	}
 	return func() { _, _ = conn.Exec(context.WithoutCancel(ctx), sqlUnlock, k) }, nil
+}
+
+// Sync takes the session-level sync lock on conn, waiting for a sync in
+// flight, so that two syncs never plan and apply at once. It returns the
+// function that releases it, which reports whether it could (a session
+// that could not unlock must be closed, not pooled).
+func Sync(ctx context.Context, conn Execer, schema string) (unlock func() error, err error) {
+	k := key(schema, purposeSync)
+	if _, err := conn.Exec(ctx, sqlLock, k); err != nil {
+		return nil, err
+	}
+	return func() error {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_, err := conn.Exec(ctx, sqlUnlock, k)
+		return err
+	}, nil
 }
 
 // TryStaging takes the session-level staging lock on conn if no other

@@ -132,6 +132,7 @@ variable) and works on the Trellis instance whose catalog is --schema.`,
 	root.AddCommand(
 		newMigrateCmd(g),
 		newApplyCmd(g),
+		newSyncCmd(g),
 		newStatusCmd(g),
 		newDefinitionsCmd(g),
 		newBackfillCmd(g),
