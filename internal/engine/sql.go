@@ -105,11 +105,14 @@ WHERE ts.transform_id = t.id AND s.schema_name = $1 AND s.table_name = $2 AND s.
 	sqlIsCaptured = `SELECT EXISTS (SELECT 1 FROM %[1]s.sources WHERE schema_name = $1 AND table_name = $2 AND capture_state = 'installed')`
 
 	// The leading columns (or expressions) of every valid index of a table.
+	// An index dropped while this runs has no definition (NULL): skipped.
 	sqlIndexLeads = `
-SELECT array_agg(pg_get_indexdef(i.indexrelid, k.n, true) ORDER BY k.n)
+SELECT array_agg(d.def ORDER BY k.n)
 FROM pg_index i CROSS JOIN LATERAL generate_series(1, $2::int) AS k(n)
+CROSS JOIN LATERAL (SELECT pg_get_indexdef(i.indexrelid, k.n, true) AS def OFFSET 0) d
 WHERE i.indrelid = to_regclass($1) AND i.indisvalid AND i.indnkeyatts >= $2::int AND i.indpred IS NULL
-GROUP BY i.indexrelid`
+GROUP BY i.indexrelid
+HAVING count(d.def) = count(*)`
 	sqlCorrections = `SELECT node, since FROM %[1]s.corrections WHERE transform_id = $1 ORDER BY since, node`
 
 	// Liveness: a granted advisory lock in this database.
