@@ -418,6 +418,9 @@ func (e *Engine) drop(ctx context.Context, n grammar.Name) (trellistype.Applied,
 		if _, err := tx.Exec(ctx, e.Cat.SQL(sqlDeleteTrans), t.ID); err != nil {
 			return err
 		}
+		if err := e.forgetSource(ctx, tx, t.Target); err != nil {
+			return err
+		}
 		res.Target = t.Target.String()
 		if err := e.Cat.BumpGen(ctx, tx); err != nil {
 			return err
@@ -428,6 +431,28 @@ func (e *Engine) drop(ctx context.Context, n grammar.Name) (trellistype.Applied,
 		return nil, err
 	}
 	return res, nil
+}
+
+// forgetSource removes the capture record of a dropped target that was a
+// source (of transforms dropped before it): its triggers went with the
+// table, so a table made later under the same name, and read again, is
+// captured afresh rather than taken for the old one, whose missing
+// triggers would read as a disruption.
+func (e *Engine) forgetSource(ctx context.Context, tx pgx.Tx, target plan.Target) error {
+	var src capture.Source
+	err := tx.QueryRow(ctx, e.Cat.SQL(sqlSourceOfTable), target.Schema, target.Name).
+		Scan(&src.ID, &src.Schema, &src.Table, &src.KeyCols, &src.KeyTypes, &src.CapCols, &src.CapTypes, &src.Partitioned)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := e.Names.Uninstall(ctx, tx, src); err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, e.Cat.SQL(sqlDeleteUnreadSource), src.ID)
+	return err
 }
 
 func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (trellistype.Applied, error) {

@@ -84,6 +84,13 @@ SELECT t.target_schema || '.' || t.target_name, t.spec
 FROM %[1]s.transforms t JOIN %[1]s.transform_sources ts ON ts.transform_id = t.id
 JOIN %[1]s.sources s ON s.id = ts.source_id
 WHERE s.schema_name = $1 AND s.table_name = $2 AND t.id <> $3`
+	// The capture record of a table no transform reads.
+	sqlSourceOfTable = `
+SELECT s.id, s.schema_name, s.table_name, s.key_columns, s.key_types, s.cap_columns, s.cap_types, s.partitioned
+FROM %[1]s.sources s WHERE s.schema_name = $1 AND s.table_name = $2
+  AND NOT EXISTS (SELECT 1 FROM %[1]s.transform_sources ts WHERE ts.source_id = s.id)`
+	sqlDeleteUnreadSource = `DELETE FROM %[1]s.sources s WHERE id = $1
+  AND NOT EXISTS (SELECT 1 FROM %[1]s.transform_sources ts WHERE ts.source_id = s.id)`
 	sqlColumnBuild     = `INSERT INTO %[1]s.column_builds (transform_id, column_name) VALUES ($1, $2) ON CONFLICT DO NOTHING`
 	sqlDropColumnBuild = `DELETE FROM %[1]s.column_builds WHERE transform_id = $1 AND column_name = $2`
 	sqlColumnBuilds    = `SELECT column_name FROM %[1]s.column_builds WHERE transform_id = $1 ORDER BY since, column_name`
