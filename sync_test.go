@@ -72,6 +72,16 @@ TRANSFORM total_by_status FROM order_totals SELECT status AS status, SUM(total) 
 	p, err = c.Sync(e.ctx, reformatted, trellis.SyncOptions{Prune: true})
 	require.NoError(t, err)
 	require.Empty(t, p.Changes, "%+v", p.Changes)
+
+	// A reader of a GROUP BY target is checked (its key made NOT NULL in
+	// the planning transaction only), then created.
+	p, err = c.Sync(e.ctx, syncFile+"\nTRANSFORM status_sums FROM total_by_status SELECT sum AS s", trellis.SyncOptions{DryRun: true})
+	require.NoError(t, err)
+	require.Equal(t, []string{"create public.status_sums"}, actions(p))
+	p, err = c.Sync(e.ctx, syncFile+"\nTRANSFORM status_sums FROM total_by_status SELECT sum AS s", trellis.SyncOptions{})
+	require.NoError(t, err)
+	require.Len(t, p.Changes, 1)
+	e.waitState(c, "status_sums", trellis.StateLive)
 }
 
 func TestSyncAltersRebuildsAndPrunes(t *testing.T) {
