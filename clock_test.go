@@ -19,6 +19,12 @@ func TestClockDependentDefinitionsAreRefused(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	e.exec(`CREATE TABLE ev (id int PRIMARY KEY, at timestamptz, d date, label text)`)
+	e.exec(`CREATE FUNCTION recent(t timestamptz) RETURNS bool LANGUAGE sql STABLE AS 'SELECT t > now() - interval ''1 day'''`)
+	e.exec(`CREATE FUNCTION overdue(d date) RETURNS bool LANGUAGE plpgsql STABLE AS $$ BEGIN RETURN d < CURRENT_DATE; END $$`)
+	e.exec(`CREATE FUNCTION days_left(d date) RETURNS int LANGUAGE sql STABLE BEGIN ATOMIC SELECT d - localtimestamp::date; END`)
+	e.exec(`CREATE FUNCTION later(a timestamptz, b int) RETURNS bool LANGUAGE sql STABLE AS 'SELECT a > pg_catalog.transaction_timestamp() + b * interval ''1 s'''`)
+	e.exec(`CREATE OPERATOR >>> (LEFTARG = timestamptz, RIGHTARG = int, FUNCTION = later)`)
+	e.exec(`CREATE FUNCTION shout(s text) RETURNS text LANGUAGE sql IMMUTABLE AS 'SELECT upper(s) || ''!'''`)
 	c := e.engine()
 	_, err := c.Define(e.ctx, "TRANSFORM ok FROM ev SELECT at AS at, label AS label")
 	require.NoError(t, err)
@@ -44,6 +50,11 @@ func TestClockDependentDefinitionsAreRefused(t *testing.T) {
 		{"TRANSFORM t1 FROM ev SELECT label AS l, count(*) FILTER (WHERE at > now()) AS recent GROUP BY label", "now()"},
 		{"TRANSFORM t1 FROM ev SELECT date_trunc('day', now()) AS l, count(*) AS n GROUP BY date_trunc('day', now())", "now()"},
 		{"TRANSFORM t1 FROM ev SELECT current_user AS who", "CURRENT_USER"},
+		{"TRANSFORM t1 FROM ev SELECT at AS at WHERE recent(at)", "function recent(timestamp with time zone), which calls now(),"},
+		{"TRANSFORM t1 FROM ev SELECT overdue(d) AS late", "function overdue(date), which calls CURRENT_DATE,"},
+		{"TRANSFORM t1 FROM ev SELECT label AS l, count(*) FILTER (WHERE days_left(d) < 3) AS soon GROUP BY label", "function days_left(date), which calls LOCALTIMESTAMP,"},
+		{"TRANSFORM t1 FROM ev SELECT at >>> 5 AS later", "function later(timestamp with time zone,integer), which calls pg_catalog.transaction_timestamp(),"},
+		{"ALTER TRANSFORM ok ADD COLUMN overdue(d) AS late", "function overdue(date)"},
 		{"ALTER TRANSFORM ok ADD COLUMN now() - at AS age", "now()"},
 		{"ALTER TRANSFORM ok ADD COLUMN at > localtimestamp AS past", "LOCALTIMESTAMP"},
 	}
@@ -57,7 +68,7 @@ func TestClockDependentDefinitionsAreRefused(t *testing.T) {
 	}
 	// What does not read the clock stays allowed: two-argument age, a
 	// text literal that happens to spell a time word.
-	_, err = c.Define(e.ctx, "TRANSFORM fine FROM ev SELECT age(at, d) AS span, label AS label WHERE label <> 'today'::text AND label <> 'now'::varchar")
+	_, err = c.Define(e.ctx, "TRANSFORM fine FROM ev SELECT age(at, d) AS span, shout(label) AS label WHERE label <> 'today'::text AND label <> 'now'::varchar")
 	require.NoError(t, err)
 
 	require.Equal(t, [][]string{{"false"}}, e.rows(`SELECT to_regclass('t1') IS NOT NULL`))
@@ -138,8 +149,14 @@ func TestReplacedFunctionRederivesTarget(t *testing.T) {
 		return e.differs("SELECT id, up FROM taxed", "SELECT id, price + 2 FROM orders") == 0
 	})
 
+	// A replacement that reads the clock pauses the transform, saying so.
+	e.exec(`CREATE OR REPLACE FUNCTION band(p numeric) RETURNS int LANGUAGE plpgsql STABLE AS 'BEGIN RETURN extract(hour from now())::int; END'`)
+	st := e.waitState(c, "bands", trellis.StatePaused)
+	require.Contains(t, st.PausedReason, "band(numeric)")
+	require.Contains(t, st.PausedReason, "reads the clock")
+
 	e.exec(`DROP FUNCTION gone(numeric)`)
-	st := e.waitState(c, "plain", trellis.StatePaused)
+	st = e.waitState(c, "plain", trellis.StatePaused)
 	require.Contains(t, st.PausedReason, "gone(numeric)")
 	require.Contains(t, st.PausedReason, "dropped")
 	// Other transforms stay live.

@@ -224,6 +224,11 @@ func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) 
 		if spec.Functions, err = funcwatch.Probe(ctx, tx, (&plan.Plan{Target: tgt, Spec: spec}).Query()); err != nil {
 			return err
 		}
+		if clock, err := funcwatch.ReadsClock(ctx, tx, spec.Functions); err != nil {
+			return err
+		} else if clock != "" {
+			return errs.New(trellistype.CodeValidation, "%s", clock)
+		}
 		specJSON, err := json.Marshal(spec)
 		if err != nil {
 			return err

@@ -557,6 +557,11 @@ func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (trellistype.Appli
 		if spec.Functions, err = funcwatch.Probe(ctx, tx, (&plan.Plan{Target: t.Target, Spec: spec}).Query()); err != nil {
 			return err
 		}
+		if clock, err := funcwatch.ReadsClock(ctx, tx, spec.Functions); err != nil {
+			return err
+		} else if clock != "" {
+			return errs.New(trellistype.CodeValidation, "%s", clock)
+		}
 		raw, err := json.Marshal(spec)
 		if err != nil {
 			return err

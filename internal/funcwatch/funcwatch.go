@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/trellis-pg/trellis/internal/catalog"
+	"github.com/trellis-pg/trellis/internal/grammar"
 	"github.com/trellis-pg/trellis/internal/ident"
 	"github.com/trellis-pg/trellis/internal/plan"
 )
@@ -46,6 +47,35 @@ func Probe(ctx context.Context, tx pgx.Tx, query string) ([]plan.Function, error
 		return nil, fmt.Errorf("reading the functions the definition calls: %w", err)
 	}
 	return fns, sp.Rollback(ctx)
+}
+
+// ReadsClock returns, for the first of fns whose body reads the clock,
+// the refusal naming it and what it calls; "" when none does. Bodies are
+// read by their tokens (grammar.ClockIn): functions in other languages,
+// and what a function calls in turn, are not seen.
+func ReadsClock(ctx context.Context, q catalog.Querier, fns []plan.Function) (string, error) {
+	if len(fns) == 0 {
+		return "", nil
+	}
+	oids := make([]uint32, len(fns))
+	for i, f := range fns {
+		oids[i] = f.OID
+	}
+	rows, err := q.Query(ctx, sqlBodies, oids)
+	if err != nil {
+		return "", fmt.Errorf("reading the bodies of the functions the definition calls: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var sig, body string
+		if err := rows.Scan(&sig, &body); err != nil {
+			return "", err
+		}
+		if what := grammar.ClockIn(body); what != "" {
+			return grammar.ClockMessage("function " + sig + ", which calls " + what + ","), nil
+		}
+	}
+	return "", rows.Err()
 }
 
 // AnyChanged reports whether some transform calls a function that was
@@ -150,6 +180,14 @@ func rederive(ctx context.Context, tx pgx.Tx, cat *catalog.Catalog, t *catalog.T
 	switch {
 	case perr == nil:
 		spec.Functions = fns
+		clock, err := ReadsClock(ctx, tx, fns)
+		if err != nil {
+			return ch, err
+		}
+		if clock != "" {
+			ch.Paused = true
+			ch.Reason = fmt.Sprintf("function %s that the definition calls was replaced: %s", strings.Join(ch.Functions, ", "), clock)
+		}
 	case errors.As(perr, &pe):
 		// The definition no longer runs: pause it, and record the
 		// functions as they are, so the pause is reported once.

@@ -59,3 +59,11 @@ WHERE id = $1 AND state <> 'paused'`
 UPDATE %[1]s.transforms SET state = 'paused', state_since = clock_timestamp(), paused_reason = $2
 WHERE id = $1 AND state <> 'paused'`
 )
+
+// sqlBodies reads the bodies of functions written in SQL or PL/pgSQL
+// (an SQL-standard body as its definition). Parameter: their oids.
+const sqlBodies = `
+SELECT p.oid::regprocedure::text, CASE WHEN p.prosqlbody IS NOT NULL THEN pg_get_functiondef(p.oid) ELSE p.prosrc END
+FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+WHERE p.oid = ANY ($1::oid[]) AND l.lanname IN ('sql', 'plpgsql')
+ORDER BY 1`

@@ -97,3 +97,61 @@ func castKeepsText(t *pg.TypeName) bool {
 func timeWordMsg(s string) string {
 	return clockMsg("'"+s+"'") + " (as text, cast it: '" + s + "'::text)"
 }
+
+// ClockMessage is the refusal of something that reads the clock, named
+// as written ("now()", "CURRENT_DATE", "function f(int), which calls
+// now(),").
+func ClockMessage(what string) string { return clockMsg(what) }
+
+// clockKeywords are the SQL value functions that read the clock, as
+// keywords of the scanner.
+var clockKeywords = map[string]string{
+	"current_date": "CURRENT_DATE", "current_time": "CURRENT_TIME", "current_timestamp": "CURRENT_TIMESTAMP",
+	"localtime": "LOCALTIME", "localtimestamp": "LOCALTIMESTAMP",
+}
+
+// ClockIn returns the first thing in the body of a function written in
+// SQL or PL/pgSQL that reads the clock ("now()", "CURRENT_TIMESTAMP"),
+// or "" when it finds none. It reads tokens, not meaning: a call of a
+// clock function, unqualified or in pg_catalog, or a clock keyword,
+// outside comments and string literals. A body the scanner cannot read
+// yields "".
+func ClockIn(body string) string {
+	res, err := pgScan(body)
+	if err != nil {
+		return ""
+	}
+	toks := res.GetTokens()
+	word := func(i int) string {
+		if i < 0 || i >= len(toks) {
+			return ""
+		}
+		t := toks[i]
+		start, end := int(t.GetStart()), int(t.GetEnd())
+		if start < 0 || end > len(body) || start > end {
+			return ""
+		}
+		if t.GetKeywordKind() == pg.KeywordKind_NO_KEYWORD && t.GetToken() != pg.Token_IDENT {
+			return ""
+		}
+		return strings.ToLower(body[start:end])
+	}
+	for i, t := range toks {
+		w := word(i)
+		afterDot := i > 0 && toks[i-1].GetToken() == pg.Token_ASCII_46
+		if name, ok := clockKeywords[w]; ok && t.GetKeywordKind() != pg.KeywordKind_NO_KEYWORD && !afterDot {
+			return name
+		}
+		if !clockFunctions[w] || i+1 >= len(toks) || toks[i+1].GetToken() != pg.Token_ASCII_40 {
+			continue
+		}
+		if afterDot {
+			if word(i-2) != "pg_catalog" {
+				continue // another schema's function of that name
+			}
+			return "pg_catalog." + w + "()"
+		}
+		return w + "()"
+	}
+	return ""
+}

@@ -450,3 +450,25 @@ func TestKindOf(t *testing.T) {
 	require.Equal(t, "alter", KindOf(&Alter{}))
 	require.Equal(t, "", KindOf(nil))
 }
+
+func TestClockIn(t *testing.T) {
+	t.Parallel()
+	cases := map[string]string{
+		"SELECT p * 0.1":                              "",
+		"SELECT now() - p":                            "now()",
+		" SELECT pg_catalog.statement_timestamp()":    "pg_catalog.statement_timestamp()",
+		"SELECT other.now()":                          "",
+		"BEGIN RETURN p > CURRENT_DATE; END":          "CURRENT_DATE",
+		"BEGIN -- now()\n RETURN 'now()'; END":        "",
+		"BEGIN RETURN x.current_date; END":            "",
+		"DECLARE t timestamptz := clock_timestamp();": "clock_timestamp()",
+		"SELECT localtimestamp":                       "LOCALTIMESTAMP",
+		"SELECT \"now\"()":                            "",
+		"SELECT 'unterminated":                        "",
+		"SELECT timeofday ()":                         "timeofday()",
+		"SELECT now":                                  "",
+	}
+	for body, want := range cases {
+		require.Equal(t, want, ClockIn(body), body)
+	}
+}
