@@ -16,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/trellis-pg/trellis/internal/errs"
-	"github.com/trellis-pg/trellis/internal/ident"
 	"github.com/trellis-pg/trellis/internal/locks"
 	"github.com/trellis-pg/trellis/trellistype"
 )
@@ -106,25 +105,25 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, schema, targetSchema strin
 	if current > len(ms) {
 		return errs.New(trellistype.CodeConflict, "catalog schema %q is at version %d, newer than this Trellis (%d): upgrade Trellis", schema, current, len(ms))
 	}
-	q := ident.Quote(schema)
+	cat := New(schema)
 	for _, m := range ms[current:] {
 		err := pgx.BeginFunc(ctx, conn.Conn(), func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, strings.ReplaceAll(m.SQL, "{{schema}}", q)); err != nil {
+			if _, err := tx.Exec(ctx, cat.SQL(m.SQL)); err != nil {
 				return fmt.Errorf("applying catalog migration %d (%s): %w", m.Version, m.Name, err)
 			}
 			if m.Version == 1 {
-				if _, err := tx.Exec(ctx, fmt.Sprintf(sqlInsertInstance, q), schema, targetSchema); err != nil {
+				if _, err := tx.Exec(ctx, cat.SQL(sqlInsertInstance), schema, targetSchema); err != nil {
 					return err
 				}
 			}
-			_, err := tx.Exec(ctx, fmt.Sprintf(sqlInsertHistory, q), m.Version, m.Name)
+			_, err := tx.Exec(ctx, cat.SQL(sqlInsertHistory), m.Version, m.Name)
 			return err
 		})
 		if err != nil {
 			return err
 		}
 	}
-	_, err = conn.Exec(ctx, fmt.Sprintf(sqlUpdateInstanceTarget, q), targetSchema)
+	_, err = conn.Exec(ctx, cat.SQL(sqlUpdateInstanceTarget), targetSchema)
 	return err
 }
 
@@ -152,18 +151,17 @@ func currentVersion(ctx context.Context, conn *pgx.Conn, schema string) (int, er
 	if err != nil {
 		return 0, fmt.Errorf("reading schema %q: %w", schema, err)
 	}
-	q := ident.Quote(schema)
 	if !hasHistory {
 		if exists && objects > 0 {
 			return 0, errs.New(trellistype.CodeConflict, "schema %q already holds objects that are not Trellis's catalog: choose another catalog schema", schema)
 		}
-		if _, err := conn.Exec(ctx, fmt.Sprintf(sqlCreateHistory, q, q)); err != nil {
+		if _, err := conn.Exec(ctx, New(schema).SQL(sqlCreateHistory)); err != nil {
 			return 0, fmt.Errorf("creating the catalog history in %q: %w", schema, err)
 		}
 		return 0, nil
 	}
 	var v int
-	if err := conn.QueryRow(ctx, fmt.Sprintf(sqlMaxVersion, q)).Scan(&v); err != nil {
+	if err := conn.QueryRow(ctx, New(schema).SQL(sqlMaxVersion)).Scan(&v); err != nil {
 		return 0, fmt.Errorf("reading the catalog history in %q: %w", schema, err)
 	}
 	return v, nil
@@ -188,7 +186,7 @@ func Instances(ctx context.Context, conn *pgx.Conn) ([]Instance, error) {
 	var out []Instance
 	for _, s := range schemas {
 		var in Instance
-		err := conn.QueryRow(ctx, fmt.Sprintf(sqlReadMarker, ident.Quote(s))).Scan(&in.CatalogSchema, &in.TargetSchema)
+		err := conn.QueryRow(ctx, New(s).SQL(sqlReadMarker)).Scan(&in.CatalogSchema, &in.TargetSchema)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}
@@ -233,7 +231,7 @@ func Check(ctx context.Context, conn *pgx.Conn, schema string) error {
 		return errs.New(trellistype.CodeNotFound, "the Trellis catalog in schema %q does not exist: run Migrate first", schema)
 	}
 	var v int
-	if err := conn.QueryRow(ctx, fmt.Sprintf(sqlMaxVersion, ident.Quote(schema))).Scan(&v); err != nil {
+	if err := conn.QueryRow(ctx, New(schema).SQL(sqlMaxVersion)).Scan(&v); err != nil {
 		return err
 	}
 	want := LatestVersion()

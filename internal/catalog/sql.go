@@ -1,7 +1,9 @@
 package catalog
 
-// The catalog package's SQL. Identifiers are formatted in through
-// ident.Quote; values are always parameters.
+// The catalog package's SQL, in the project's one convention: %[1]s is the
+// quoted catalog schema, filled in by Catalog.SQL (further quoted
+// identifiers, where a statement has any, are %[2]s and on); values are
+// always parameters.
 const (
 	sqlSchemaState = `
 SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1),
@@ -10,37 +12,37 @@ SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1),
        (SELECT count(*)::int FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1)`
 
 	sqlCreateHistory = `
-CREATE SCHEMA IF NOT EXISTS %s;
-CREATE TABLE %s.schema_migrations (
+CREATE SCHEMA IF NOT EXISTS %[1]s;
+CREATE TABLE %[1]s.schema_migrations (
     version    int PRIMARY KEY,
     name       text NOT NULL,
     applied_at timestamptz NOT NULL DEFAULT now()
 )`
-	sqlMaxVersion    = `SELECT coalesce(max(version), 0) FROM %s.schema_migrations`
-	sqlInsertHistory = `INSERT INTO %s.schema_migrations (version, name) VALUES ($1, $2)`
+	sqlMaxVersion    = `SELECT coalesce(max(version), 0) FROM %[1]s.schema_migrations`
+	sqlInsertHistory = `INSERT INTO %[1]s.schema_migrations (version, name) VALUES ($1, $2)`
 
-	sqlInsertInstance       = `INSERT INTO %s.trellis_instance (catalog_schema, target_schema) VALUES ($1, $2)`
-	sqlUpdateInstanceTarget = `UPDATE %s.trellis_instance SET target_schema = $1 WHERE target_schema <> $1`
+	sqlInsertInstance       = `INSERT INTO %[1]s.trellis_instance (catalog_schema, target_schema) VALUES ($1, $2)`
+	sqlUpdateInstanceTarget = `UPDATE %[1]s.trellis_instance SET target_schema = $1 WHERE target_schema <> $1`
 
 	sqlFindMarkers = `
 SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relname = 'trellis_instance' AND c.relkind = 'r' AND c.relpersistence <> 't' ORDER BY 1`
-	sqlReadMarker = `SELECT catalog_schema, target_schema FROM %s.trellis_instance`
+	sqlReadMarker = `SELECT catalog_schema, target_schema FROM %[1]s.trellis_instance`
 )
 
-// Runtime catalog statements; %s is the quoted catalog schema.
+// Runtime catalog statements.
 const (
-	sqlGen     = `SELECT gen FROM %s.trellis_instance`
-	sqlBumpGen = `UPDATE %s.trellis_instance SET gen = gen + 1`
+	sqlGen     = `SELECT gen FROM %[1]s.trellis_instance`
+	sqlBumpGen = `UPDATE %[1]s.trellis_instance SET gen = gen + 1`
 
 	sqlTransforms = `
 SELECT t.id, t.target_schema, t.target_name, t.statement, t.spec, t.state, t.state_since,
        t.paused_reason, t.build_kind, t.build_cursor, t.build_rows, t.created_at,
        t.failure_kind, t.failure_table, t.failure_error, t.failure_columns, t.failure_at,
        t.build_attempts, t.build_error, t.build_next_at
-FROM %s.transforms t`
+FROM %[1]s.transforms t`
 
 	sqlSources = `
 SELECT id, schema_name, table_name, key_columns, key_types, cap_columns, cap_types, partitioned, partitions, capture_state
-FROM %s.sources ORDER BY id`
+FROM %[1]s.sources ORDER BY id`
 )

@@ -60,8 +60,22 @@ type Catalog struct {
 // New returns the catalog of the instance in schema.
 func New(schema string) *Catalog { return &Catalog{Schema: schema, q: ident.Quote(schema)} }
 
-// SQL formats a statement of this package's with the quoted schema.
-func (c *Catalog) SQL(format string) string { return fmt.Sprintf(format, c.q) }
+// SQL expands a statement written in the project's one SQL convention:
+// %[1]s is the quoted catalog schema, and parts (identifiers quoted
+// through internal/ident, or SQL built from them; never values) fill %[2]s
+// and on. A literal percent sign is %%. Every package's runtime SQL and the
+// migrations are expanded here.
+func (c *Catalog) SQL(format string, parts ...string) string {
+	return fmt.Sprintf(format, append([]any{c.q}, anys(parts)...)...)
+}
+
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
 
 // Q is the quoted catalog schema.
 func (c *Catalog) Q() string { return c.q }

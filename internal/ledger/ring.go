@@ -46,10 +46,10 @@ func (l *Ledger) Maintain(ctx context.Context) error {
 	next := (cur + 1) % nsegs
 	if age >= RotateEvery.Seconds() {
 		var curRows, nextRows bool
-		if err := l.Pool.QueryRow(ctx, fmt.Sprintf(sqlSegmentHasRows, l.Cat.Q(), segment(cur))).Scan(&curRows); err != nil {
+		if err := l.Pool.QueryRow(ctx, l.Cat.SQL(sqlSegmentHasRows, segment(cur))).Scan(&curRows); err != nil {
 			return err
 		}
-		if err := l.Pool.QueryRow(ctx, fmt.Sprintf(sqlSegmentHasRows, l.Cat.Q(), segment(next))).Scan(&nextRows); err != nil {
+		if err := l.Pool.QueryRow(ctx, l.Cat.SQL(sqlSegmentHasRows, segment(next))).Scan(&nextRows); err != nil {
 			return err
 		}
 		if curRows && !nextRows {
@@ -70,14 +70,14 @@ func (l *Ledger) Maintain(ctx context.Context) error {
 func (l *Ledger) reclaim(ctx context.Context, seg int, frontier string) error {
 	name := segment(seg)
 	var has bool
-	if err := l.Pool.QueryRow(ctx, fmt.Sprintf(sqlSegmentHasRows, l.Cat.Q(), name)).Scan(&has); err != nil || !has {
+	if err := l.Pool.QueryRow(ctx, l.Cat.SQL(sqlSegmentHasRows, name)).Scan(&has); err != nil || !has {
 		return err
 	}
 	err := pgx.BeginFunc(ctx, l.Pool, func(tx pgx.Tx) error {
 		if err := locks.SetTimeout(ctx, tx, SegmentLockWait); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, fmt.Sprintf(sqlLockSegment, l.Cat.Q(), name)); err != nil {
+		if _, err := tx.Exec(ctx, l.Cat.SQL(sqlLockSegment, name)); err != nil {
 			return err
 		}
 		var cur, nsegs int
@@ -86,10 +86,10 @@ func (l *Ledger) reclaim(ctx context.Context, seg int, frontier string) error {
 			return err
 		}
 		var undrained bool
-		if err := tx.QueryRow(ctx, fmt.Sprintf(sqlSegmentUndrained, l.Cat.Q(), name), frontier).Scan(&undrained); err != nil || undrained {
+		if err := tx.QueryRow(ctx, l.Cat.SQL(sqlSegmentUndrained, name), frontier).Scan(&undrained); err != nil || undrained {
 			return err
 		}
-		_, err := tx.Exec(ctx, fmt.Sprintf(sqlTruncateSegment, l.Cat.Q(), name))
+		_, err := tx.Exec(ctx, l.Cat.SQL(sqlTruncateSegment, name))
 		return err
 	})
 	if pgerr.Is(err, pgerrcode.LockNotAvailable) {

@@ -1,6 +1,6 @@
--- The catalog of one Trellis instance. {{schema}} is the quoted catalog schema.
+-- The catalog of one Trellis instance. %[1]s is the quoted catalog schema.
 
-CREATE TABLE {{schema}}.trellis_instance (
+CREATE TABLE %[1]s.trellis_instance (
     singleton      boolean PRIMARY KEY DEFAULT true CHECK (singleton),
     catalog_schema text NOT NULL,
     target_schema  text NOT NULL,
@@ -10,7 +10,7 @@ CREATE TABLE {{schema}}.trellis_instance (
 
 -- Source tables Trellis captures. key_columns/key_types describe the primary
 -- key as the capture triggers render it (text values, cast back by type).
-CREATE TABLE {{schema}}.sources (
+CREATE TABLE %[1]s.sources (
     id            serial PRIMARY KEY,
     schema_name   text NOT NULL,
     table_name    text NOT NULL,
@@ -32,7 +32,7 @@ CREATE TABLE {{schema}}.sources (
     UNIQUE (schema_name, table_name)
 );
 
-CREATE TABLE {{schema}}.transforms (
+CREATE TABLE %[1]s.transforms (
     id             serial PRIMARY KEY,
     target_schema  text NOT NULL,
     target_name    text NOT NULL,
@@ -62,16 +62,16 @@ CREATE TABLE {{schema}}.transforms (
 );
 
 -- Which sources each transform reads.
-CREATE TABLE {{schema}}.transform_sources (
-    transform_id int NOT NULL REFERENCES {{schema}}.transforms (id) ON DELETE CASCADE,
-    source_id    int NOT NULL REFERENCES {{schema}}.sources (id),
+CREATE TABLE %[1]s.transform_sources (
+    transform_id int NOT NULL REFERENCES %[1]s.transforms (id) ON DELETE CASCADE,
+    source_id    int NOT NULL REFERENCES %[1]s.sources (id),
     PRIMARY KEY (transform_id, source_id)
 );
-CREATE INDEX ON {{schema}}.transform_sources (source_id);
+CREATE INDEX ON %[1]s.transform_sources (source_id);
 
 -- A capture install, widen or uninstall waiting for a lock on its table.
-CREATE TABLE {{schema}}.capture_waits (
-    source_id  int PRIMARY KEY REFERENCES {{schema}}.sources (id) ON DELETE CASCADE,
+CREATE TABLE %[1]s.capture_waits (
+    source_id  int PRIMARY KEY REFERENCES %[1]s.sources (id) ON DELETE CASCADE,
     operation  text NOT NULL,
     table_name text NOT NULL,
     lock_mode  text NOT NULL,
@@ -80,16 +80,16 @@ CREATE TABLE {{schema}}.capture_waits (
 );
 
 -- Partitions a transform is being corrected for after an ATTACH or DETACH.
-CREATE TABLE {{schema}}.corrections (
-    transform_id int NOT NULL REFERENCES {{schema}}.transforms (id) ON DELETE CASCADE,
+CREATE TABLE %[1]s.corrections (
+    transform_id int NOT NULL REFERENCES %[1]s.transforms (id) ON DELETE CASCADE,
     node         text NOT NULL,
     since        timestamptz NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (transform_id, node)
 );
 
 -- Columns added by ALTER TRANSFORM that are still being filled.
-CREATE TABLE {{schema}}.column_builds (
-    transform_id int NOT NULL REFERENCES {{schema}}.transforms (id) ON DELETE CASCADE,
+CREATE TABLE %[1]s.column_builds (
+    transform_id int NOT NULL REFERENCES %[1]s.transforms (id) ON DELETE CASCADE,
     column_name  text NOT NULL,
     since        timestamptz NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (transform_id, column_name)
@@ -99,15 +99,15 @@ CREATE TABLE {{schema}}.column_builds (
 -- writer's transaction. It is partitioned into a ring of segments; writers
 -- append to the current one, and a segment whose rows are all drained is
 -- reclaimed with TRUNCATE.
-CREATE TABLE {{schema}}.ring (
+CREATE TABLE %[1]s.ring (
     singleton  boolean PRIMARY KEY DEFAULT true CHECK (singleton),
     cur        int NOT NULL,
     nsegs      int NOT NULL,
     rotated_at timestamptz NOT NULL DEFAULT now()
 );
-INSERT INTO {{schema}}.ring (cur, nsegs) VALUES (0, 4);
+INSERT INTO %[1]s.ring (cur, nsegs) VALUES (0, 4);
 
-CREATE TABLE {{schema}}.ledger (
+CREATE TABLE %[1]s.ledger (
     seg    int NOT NULL,
     xid    xid8 NOT NULL DEFAULT pg_current_xact_id(),
     src    int NOT NULL,
@@ -115,31 +115,31 @@ CREATE TABLE {{schema}}.ledger (
     key    text[],
     vals   text[] -- old values of the source's cap_columns (updates and deletes)
 ) PARTITION BY LIST (seg);
-CREATE TABLE {{schema}}.ledger_0 PARTITION OF {{schema}}.ledger FOR VALUES IN (0);
-CREATE TABLE {{schema}}.ledger_1 PARTITION OF {{schema}}.ledger FOR VALUES IN (1);
-CREATE TABLE {{schema}}.ledger_2 PARTITION OF {{schema}}.ledger FOR VALUES IN (2);
-CREATE TABLE {{schema}}.ledger_3 PARTITION OF {{schema}}.ledger FOR VALUES IN (3);
-CREATE INDEX ON {{schema}}.ledger (bucket, xid);
+CREATE TABLE %[1]s.ledger_0 PARTITION OF %[1]s.ledger FOR VALUES IN (0);
+CREATE TABLE %[1]s.ledger_1 PARTITION OF %[1]s.ledger FOR VALUES IN (1);
+CREATE TABLE %[1]s.ledger_2 PARTITION OF %[1]s.ledger FOR VALUES IN (2);
+CREATE TABLE %[1]s.ledger_3 PARTITION OF %[1]s.ledger FOR VALUES IN (3);
+CREATE INDEX ON %[1]s.ledger (bucket, xid);
 
 -- Capture functions run as the writer of a source table, who needs to read
 -- the ring and append to the ledger. A row appended by anyone else can only
 -- cause a recompute from the source's current rows, never a wrong target.
-GRANT USAGE ON SCHEMA {{schema}} TO PUBLIC;
-GRANT SELECT ON {{schema}}.ring TO PUBLIC;
-GRANT INSERT ON {{schema}}.ledger TO PUBLIC;
+GRANT USAGE ON SCHEMA %[1]s TO PUBLIC;
+GRANT SELECT ON %[1]s.ring TO PUBLIC;
+GRANT INSERT ON %[1]s.ledger TO PUBLIC;
 
 -- Cuts: snapshots that split the committed ledger into pages. The rows of
 -- cut n are those visible in its snapshot and not in cut n-1's.
-CREATE TABLE {{schema}}.cuts (
+CREATE TABLE %[1]s.cuts (
     n      bigserial PRIMARY KEY,
     snap   pg_snapshot NOT NULL,
     cut_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
-INSERT INTO {{schema}}.cuts (snap) VALUES (pg_current_snapshot());
+INSERT INTO %[1]s.cuts (snap) VALUES (pg_current_snapshot());
 
 -- Pages: the unit of work drain workers claim. A cut's rows are split by
 -- key bucket into one or more pages.
-CREATE TABLE {{schema}}.pages (
+CREATE TABLE %[1]s.pages (
     id            bigserial PRIMARY KEY,
     cut           bigint NOT NULL,
     lo            pg_snapshot NOT NULL,
@@ -154,12 +154,12 @@ CREATE TABLE {{schema}}.pages (
     last_sqlstate text,
     tables        text[]
 );
-CREATE INDEX ON {{schema}}.pages (id) WHERE NOT done;
+CREATE INDEX ON %[1]s.pages (id) WHERE NOT done;
 
 -- Quarantine. A column whose expression failed on some rows is paused
 -- (spec column "paused") and listed here with the first error.
-CREATE TABLE {{schema}}.quarantined_columns (
-    transform_id int NOT NULL REFERENCES {{schema}}.transforms (id) ON DELETE CASCADE,
+CREATE TABLE %[1]s.quarantined_columns (
+    transform_id int NOT NULL REFERENCES %[1]s.transforms (id) ON DELETE CASCADE,
     column_name  text NOT NULL,
     error        text NOT NULL,
     sqlstate     text,
@@ -174,8 +174,8 @@ CREATE TABLE {{schema}}.quarantined_columns (
 -- key, or an aggregate's group), key_text its rendering (one per key).
 -- A source_row entry is a changed row of src_table (key its source key)
 -- whose place in an aggregate could not be computed (its GROUP BY raised).
-CREATE TABLE {{schema}}.quarantine (
-    transform_id int NOT NULL REFERENCES {{schema}}.transforms (id) ON DELETE CASCADE,
+CREATE TABLE %[1]s.quarantine (
+    transform_id int NOT NULL REFERENCES %[1]s.transforms (id) ON DELETE CASCADE,
     column_name  text NOT NULL,
     src_table    text NOT NULL,
     source_row   boolean NOT NULL DEFAULT false,
@@ -186,7 +186,7 @@ CREATE TABLE {{schema}}.quarantine (
     at           timestamptz NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (transform_id, column_name, src_table, source_row, key_text)
 );
-CREATE INDEX ON {{schema}}.quarantine (at) WHERE column_name = '';
+CREATE INDEX ON %[1]s.quarantine (at) WHERE column_name = '';
 
 -- Runs the statements qs once for each key of keys (a two-dimensional
 -- array, one key per row, passed to the statements as $1), each key in a
@@ -194,7 +194,7 @@ CREATE INDEX ON {{schema}}.quarantine (at) WHERE column_name = '';
 -- with an error a row can explain (bad data, a constraint, a function that
 -- raised), with the error. Any other error (a lock timeout, a missing
 -- object) is raised. With dry, every key's work is undone.
-CREATE FUNCTION {{schema}}.probe(qs text[], keys text[], dry boolean)
+CREATE FUNCTION %[1]s.probe(qs text[], keys text[], dry boolean)
 RETURNS TABLE (err_key text[], err_state text, err_message text)
 LANGUAGE plpgsql AS $probe$
 DECLARE
@@ -233,9 +233,9 @@ $probe$;
 -- drain workers claims a queued job, or a running one whose runner stopped
 -- beating (heartbeat_at), under a fresh claim token; report is the
 -- finished job's verdict.
-CREATE TABLE {{schema}}.self_checks (
+CREATE TABLE %[1]s.self_checks (
     id            bigserial PRIMARY KEY,
-    transform_id  int NOT NULL UNIQUE REFERENCES {{schema}}.transforms (id) ON DELETE CASCADE,
+    transform_id  int NOT NULL UNIQUE REFERENCES %[1]s.transforms (id) ON DELETE CASCADE,
     mode          text NOT NULL CHECK (mode IN ('standard', 'strict')),
     timeout_ms    bigint NOT NULL CHECK (timeout_ms > 0),
     state         text NOT NULL DEFAULT 'queued'
@@ -249,4 +249,4 @@ CREATE TABLE {{schema}}.self_checks (
     started_at    timestamptz,
     finished_at   timestamptz
 );
-CREATE INDEX ON {{schema}}.self_checks (id) WHERE state IN ('queued', 'running');
+CREATE INDEX ON %[1]s.self_checks (id) WHERE state IN ('queued', 'running');

@@ -2,8 +2,8 @@
 -- build's cursor) as a parameter too, so no value is ever written into SQL
 -- text. Like every other statement Trellis runs on a definition, it runs
 -- with its caller's rights and search_path.
-DROP FUNCTION {{schema}}.probe(text[], text[], boolean);
-CREATE FUNCTION {{schema}}.probe(qs text[], keys text[], dry boolean, bound text[])
+DROP FUNCTION %[1]s.probe(text[], text[], boolean);
+CREATE FUNCTION %[1]s.probe(qs text[], keys text[], dry boolean, bound text[])
 RETURNS TABLE (err_key text[], err_state text, err_message text)
 LANGUAGE plpgsql AS $probe$
 DECLARE
@@ -36,4 +36,4 @@ BEGIN
     END LOOP;
 END
 $probe$;
-REVOKE ALL ON FUNCTION {{schema}}.probe(text[], text[], boolean, text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION %[1]s.probe(text[], text[], boolean, text[]) FROM PUBLIC;
