@@ -15,31 +15,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/trellis-pg/trellis/internal/backoff"
+	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/ident"
 	"github.com/trellis-pg/trellis/internal/ledger"
 	"github.com/trellis-pg/trellis/internal/locks"
 	"github.com/trellis-pg/trellis/internal/pgerr"
 )
-
-// Source is what capture needs to know about a source table.
-type Source struct {
-	ID       int
-	Schema   string
-	Table    string
-	KeyCols  []string
-	KeyTypes []string
-	// CapTypes are the types of CapCols.
-	CapTypes []string
-	// CapCols are the columns whose old values are recorded on updates and
-	// deletes (GROUP BY and JOIN readers need them).
-	CapCols []string
-	// Partitioned sources are captured by row-level triggers, which
-	// PostgreSQL clones onto every partition, present and future.
-	Partitioned bool
-	// Partitions are the leaf partitions of a partitioned source, which get
-	// a TRUNCATE trigger each.
-	Partitions []string
-}
 
 // Names are the per-instance names of capture objects.
 type Names struct {
@@ -104,7 +85,7 @@ func settingsFor(types []string) string {
 // and the staging worker fits capture to the table. The probe writes
 // nothing, so its subtransaction takes no transaction id: a writer's long
 // transaction never overflows PostgreSQL's subtransaction cache.
-func (n Names) FunctionSQL(s Source) string {
+func (n Names) FunctionSQL(s catalog.Source) string {
 	cat := ident.Quote(n.Catalog)
 	// Captured columns that are no longer recorded (dropped from the
 	// table) keep their place in the ledger's vals, as NULL.
@@ -235,7 +216,7 @@ $trellis$`
 // triggers with transition tables for a plain table; for a partitioned one,
 // a row-level trigger PostgreSQL clones onto every partition, and TRUNCATE
 // triggers on the parent and each leaf.
-func (n Names) TriggersSQL(s Source) []string {
+func (n Names) TriggersSQL(s catalog.Source) []string {
 	tbl := ident.Qualified(s.Schema, s.Table)
 	fn := ident.Quote(n.Catalog) + "." + ident.Quote(n.Function(s.ID))
 	trunc := fmt.Sprintf("CREATE TRIGGER %s AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION %s()", ident.Quote(n.Trigger("trunc")), tbl, fn)
@@ -259,7 +240,7 @@ func (n Names) TriggersSQL(s Source) []string {
 
 // PartitionTruncateSQL (re)creates the TRUNCATE trigger of one leaf
 // partition (given as schema.table, quoted) of a partitioned source.
-func (n Names) PartitionTruncateSQL(s Source, partition string) []string {
+func (n Names) PartitionTruncateSQL(s catalog.Source, partition string) []string {
 	fn := ident.Quote(n.Catalog) + "." + ident.Quote(n.Function(s.ID))
 	return []string{
 		fmt.Sprintf("DROP TRIGGER IF EXISTS %s ON %s", ident.Quote(n.Trigger("trunc")), partition),
@@ -268,7 +249,7 @@ func (n Names) PartitionTruncateSQL(s Source, partition string) []string {
 }
 
 // DropSQL removes a source's capture triggers and function.
-func (n Names) DropSQL(s Source) []string {
+func (n Names) DropSQL(s catalog.Source) []string {
 	tbl := ident.Qualified(s.Schema, s.Table)
 	var out []string
 	for _, op := range Ops {
@@ -335,7 +316,7 @@ func IsLockTimeout(err error) bool {
 
 // Install creates (or re-creates) a source's capture function and triggers
 // in tx. The caller holds tx with a short lock_timeout.
-func (n Names) Install(ctx context.Context, tx pgx.Tx, s Source) error {
+func (n Names) Install(ctx context.Context, tx pgx.Tx, s catalog.Source) error {
 	// The function runs with its owner's rights: nobody else may call it
 	// (firing a trigger checks no right on its function).
 	revoke := fmt.Sprintf("REVOKE ALL ON FUNCTION %s.%s() FROM PUBLIC", ident.Quote(n.Catalog), ident.Quote(n.Function(s.ID)))
@@ -351,7 +332,7 @@ func (n Names) Install(ctx context.Context, tx pgx.Tx, s Source) error {
 
 // Uninstall drops a source's capture triggers and function in tx. A table
 // that no longer exists is not an error.
-func (n Names) Uninstall(ctx context.Context, tx pgx.Tx, s Source) error {
+func (n Names) Uninstall(ctx context.Context, tx pgx.Tx, s catalog.Source) error {
 	var exists bool
 	if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, ident.Qualified(s.Schema, s.Table)).Scan(&exists); err != nil {
 		return err

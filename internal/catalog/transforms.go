@@ -174,16 +174,23 @@ func (c *Catalog) BumpGen(ctx context.Context, q Querier) error {
 	return err
 }
 
-// Source is a captured (or to be captured) source table.
+// Source is a captured (or to be captured) source table: what capture,
+// the drain and dumps know of it.
 type Source struct {
-	ID           int
-	Schema       string
-	Table        string
-	KeyCols      []string
-	KeyTypes     []string
-	CapCols      []string
-	CapTypes     []string
-	Partitioned  bool
+	ID       int
+	Schema   string
+	Table    string
+	KeyCols  []string
+	KeyTypes []string
+	// CapCols are the columns whose old values are recorded on updates and
+	// deletes (GROUP BY and JOIN readers need them); CapTypes their types.
+	CapCols  []string
+	CapTypes []string
+	// Partitioned sources are captured by row-level triggers, which
+	// PostgreSQL clones onto every partition, present and future.
+	Partitioned bool
+	// Partitions are the leaf partitions of a partitioned source, which get
+	// a TRUNCATE trigger each.
 	Partitions   []string
 	CaptureState string
 }

@@ -27,7 +27,7 @@ type Snapshot struct {
 	History    []Migration
 	Instance   Instance
 	NSegs      int // the ledger's segments (its partitions are in the dump)
-	Sources    []Source
+	Sources    []catalog.Source
 	Transforms []Transform
 	Links      []Link
 	// SourcesSeq and TransformsSeq are the last ids their sequences gave;
@@ -47,19 +47,6 @@ type Instance struct {
 	CatalogSchema string
 	TargetSchema  string
 	CreatedAt     time.Time
-}
-
-// Source is a captured table, as the loaded database registers it: with
-// capture to be (re)installed.
-type Source struct {
-	ID          int
-	Schema      string
-	Table       string
-	KeyCols     []string
-	KeyTypes    []string
-	CapCols     []string
-	CapTypes    []string
-	Partitioned bool
 }
 
 // Transform is one definition. Spec is its JSON with no column paused.
@@ -131,8 +118,8 @@ func Read(ctx context.Context, q catalog.Querier, schema string) (*Snapshot, err
 	if err != nil {
 		return nil, fmt.Errorf("reading the sources: %w", err)
 	}
-	s.Sources, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Source, error) {
-		var x Source
+	s.Sources, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (catalog.Source, error) {
+		var x catalog.Source
 		err := r.Scan(&x.ID, &x.Schema, &x.Table, &x.KeyCols, &x.KeyTypes, &x.CapCols, &x.CapTypes, &x.Partitioned)
 		return x, err
 	})

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	pg_query "github.com/wasilibs/go-pgquery"
+
+	"github.com/trellis-pg/trellis/internal/catalog"
 )
 
 // parsed is what PostgreSQL's parser makes of a rendering: its statements'
@@ -70,7 +72,7 @@ func TestSQLQuotesEveryIdentifierAndValue(t *testing.T) {
 		History:  []Migration{{Version: 1, Name: "catalog", AppliedAt: at}},
 		Instance: Instance{CatalogSchema: `Cat "X" Sch`, TargetSchema: "Tgt Schema", CreatedAt: at},
 		NSegs:    4,
-		Sources: []Source{{ID: 3, Schema: "My Schema", Table: `Odd "T" \ name`, KeyCols: []string{"Key Col", `q"k'`},
+		Sources: []catalog.Source{{ID: 3, Schema: "My Schema", Table: `Odd "T" \ name`, KeyCols: []string{"Key Col", `q"k'`},
 			KeyTypes: []string{"integer", "text"}, CapCols: []string{"UPPER"}, CapTypes: []string{"numeric(10,2)"}}},
 		Transforms: []Transform{{ID: 2, TargetSchema: "Tgt Schema", TargetName: `Weird "T" Name`,
 			Statement: "TRANSFORM \"Weird \"\"T\"\" Name\" FROM \"Odd \"\"T\"\" \\ name\"\nSELECT \"Key Col\" || 'it''s \\ ok' AS x; DROP TABLE y",

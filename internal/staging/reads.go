@@ -142,7 +142,7 @@ func (w *Worker) fixCapture(ctx context.Context, id int) error {
 		if err := locks.DDL(ctx, tx, w.Cat.Schema); err != nil {
 			return err
 		}
-		var s capture.Source
+		var s catalog.Source
 		var names, types []string
 		err := tx.QueryRow(ctx, w.Cat.SQL(sqlSourceToFix), id).Scan(&s.ID, &s.Schema, &s.Table, &s.KeyCols, &s.KeyTypes,
 			&s.CapCols, &s.CapTypes, &s.Partitioned, &s.Partitions, &names, &types)

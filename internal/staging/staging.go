@@ -122,13 +122,13 @@ func (w *Worker) Pass(ctx context.Context) (bool, error) {
 	return busy, nil
 }
 
-func (w *Worker) sources(ctx context.Context, sql string) ([]capture.Source, error) {
+func (w *Worker) sources(ctx context.Context, sql string) ([]catalog.Source, error) {
 	rows, err := w.Pool.Query(ctx, w.Cat.SQL(sql))
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (capture.Source, error) {
-		var s capture.Source
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (catalog.Source, error) {
+		var s catalog.Source
 		err := r.Scan(&s.ID, &s.Schema, &s.Table, &s.KeyCols, &s.KeyTypes, &s.CapCols, &s.CapTypes, &s.Partitioned)
 		return s, err
 	})
@@ -136,7 +136,7 @@ func (w *Worker) sources(ctx context.Context, sql string) ([]capture.Source, err
 
 func leafPartitions(ctx context.Context, q interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
-}, s capture.Source) ([]string, error) {
+}, s catalog.Source) ([]string, error) {
 	if !s.Partitioned {
 		return []string{}, nil
 	}
@@ -449,7 +449,7 @@ func (w *Worker) checkPartitions(ctx context.Context) error {
 		return err
 	}
 	type src struct {
-		s     capture.Source
+		s     catalog.Source
 		known []string
 	}
 	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (src, error) {
@@ -515,7 +515,7 @@ func (w *Worker) checkPartitions(ctx context.Context) error {
 
 // recordWait records that installing capture on s waits for a lock, and
 // who holds or queues for one, for the status of its readers.
-func (w *Worker) recordWait(ctx context.Context, s capture.Source, attempt int) {
+func (w *Worker) recordWait(ctx context.Context, s catalog.Source, attempt int) {
 	table := ident.Qualified(s.Schema, s.Table)
 	blockers, err := capture.Blockers(ctx, w.Pool, table)
 	if err != nil {
