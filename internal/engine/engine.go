@@ -439,7 +439,7 @@ func (e *Engine) drop(ctx context.Context, n grammar.Name) (trellistype.Applied,
 // captured afresh rather than taken for the old one, whose missing
 // triggers would read as a disruption.
 func (e *Engine) forgetSource(ctx context.Context, tx pgx.Tx, target plan.Target) error {
-	var src capture.Source
+	var src catalog.Source
 	err := tx.QueryRow(ctx, e.Cat.SQL(sqlSourceOfTable), target.Schema, target.Name).
 		Scan(&src.ID, &src.Schema, &src.Table, &src.KeyCols, &src.KeyTypes, &src.CapCols, &src.CapTypes, &src.Partitioned)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -208,7 +208,7 @@ func (w *Worker) installPending(ctx context.Context) error {
 // installed (Trellis's role does not own the table, say) with a capture
 // failure that names the cause and the fix. The source stays pending: a
 // RESUME of a reader tries again.
-func (w *Worker) installFailed(ctx context.Context, s capture.Source, cause error) {
+func (w *Worker) installFailed(ctx context.Context, s catalog.Source, cause error) {
 	table := s.Schema + "." + s.Table
 	msg := fmt.Sprintf("capture of %s cannot be installed: %v; Trellis's role must be able to create triggers on it "+
 		"(own the table, or be a member of its owner's role): fix that, then RESUME the transforms reading it", table, cause)
