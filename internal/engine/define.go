@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -256,9 +257,7 @@ func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) 
 // registerSource records a source (or widens what its capture records)
 // and sets sd.id.
 func (e *Engine) registerSource(ctx context.Context, tx pgx.Tx, sd *side, needs []string) error {
-	var capCols []string
-	err := tx.QueryRow(ctx, e.Cat.SQL(sqlUpsertSource), sd.rel.schema, sd.rel.name, sd.KeyCols, sd.KeyTypes, sd.rel.kind == "p").
-		Scan(&sd.id, &sd.KeyCols, &sd.KeyTypes, &capCols)
+	capCols, err := e.sourceRow(ctx, tx, sd)
 	if err != nil {
 		return fmt.Errorf("registering source %s.%s: %w", sd.rel.schema, sd.rel.name, err)
 	}
@@ -275,6 +274,36 @@ func (e *Engine) registerSource(ctx context.Context, tx pgx.Tx, sd *side, needs 
 	// worker re-installs it; the transform builds once that is done.
 	_, err = tx.Exec(ctx, e.Cat.SQL(sqlWidenSource), sd.id, add, addTypes)
 	return err
+}
+
+// sourceRow finds or creates the catalog row of a side's table, by name
+// and OID, and returns the columns its capture records. A row left by a
+// table of the same name that was dropped (another OID) is renewed for the
+// table as it is now, and that table's remaining readers pause as
+// disrupted.
+func (e *Engine) sourceRow(ctx context.Context, tx pgx.Tx, sd *side) ([]string, error) {
+	var rel *int64
+	err := tx.QueryRow(ctx, e.Cat.SQL(sqlSourceByName), sd.rel.schema, sd.rel.name).Scan(&sd.id, &rel)
+	var capCols []string
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		err = tx.QueryRow(ctx, e.Cat.SQL(sqlInsertSource), sd.rel.schema, sd.rel.name, sd.KeyCols, sd.KeyTypes,
+			sd.rel.kind == "p", sd.rel.oid).Scan(&sd.id, &sd.KeyCols, &sd.KeyTypes, &capCols)
+		return capCols, err
+	case err != nil:
+		return nil, err
+	case rel != nil && *rel == sd.rel.oid:
+		err = tx.QueryRow(ctx, e.Cat.SQL(sqlSourceRow), sd.id).Scan(&sd.KeyCols, &sd.KeyTypes, &capCols)
+		return capCols, err
+	}
+	name := sd.rel.schema + "." + sd.rel.name
+	reason := fmt.Sprintf("table %s was dropped and created again: rows of the new table never reached the target", name)
+	if _, err := tx.Exec(ctx, e.Cat.SQL(sqlPauseReplaced), sd.id, name, reason); err != nil {
+		return nil, err
+	}
+	err = tx.QueryRow(ctx, e.Cat.SQL(sqlRenewSource), sd.id, sd.rel.oid, sd.KeyCols, sd.KeyTypes, sd.rel.kind == "p").
+		Scan(&sd.KeyCols, &sd.KeyTypes, &capCols)
+	return capCols, err
 }
 
 // recordTypes reads the target's column types into the spec.

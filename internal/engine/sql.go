@@ -32,11 +32,30 @@ SELECT coalesce(bool_or(p.provolatile = 'v'), false), coalesce(bool_or(p.prorets
 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
 WHERE p.proname = $1 AND ($2 = '' OR n.nspname = $2)`
 
-	sqlUpsertSource = `
-INSERT INTO %[1]s.sources (schema_name, table_name, key_columns, key_types, partitioned)
-VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (schema_name, table_name) DO UPDATE SET schema_name = EXCLUDED.schema_name
+	// The source row of a table by name, locked, with the OID it was
+	// registered for.
+	sqlSourceByName = `SELECT id, rel_oid::int8 FROM %[1]s.sources WHERE schema_name = $1 AND table_name = $2 FOR UPDATE`
+	sqlInsertSource = `
+INSERT INTO %[1]s.sources (schema_name, table_name, key_columns, key_types, partitioned, rel_oid)
+VALUES ($1, $2, $3, $4, $5, $6::int8::oid)
 RETURNING id, key_columns, key_types, cap_columns`
+	sqlSourceRow = `SELECT key_columns, key_types, cap_columns FROM %[1]s.sources WHERE id = $1`
+	// A source row whose table was dropped and created again (another OID)
+	// describes the new table from scratch: capture to install, nothing
+	// recorded of the old one's.
+	sqlRenewSource = `
+UPDATE %[1]s.sources SET rel_oid = $2::int8::oid, key_columns = $3, key_types = $4, partitioned = $5,
+    cap_columns = '{}', cap_types = '{}', partitions = '{}', capture_state = 'pending', installed_at = NULL,
+    fingerprint = NULL, disrupted_at = NULL, disruption = NULL
+WHERE id = $1
+RETURNING key_columns, key_types, cap_columns`
+	// The readers of a replaced table pause as disrupted: the rows of the
+	// new table never reached them (one already paused stays as it is).
+	sqlPauseReplaced = `
+UPDATE %[1]s.transforms t SET
+    state = 'paused', state_since = clock_timestamp(), paused_reason = $3,
+    failure_kind = 'disruption', failure_table = $2, failure_error = $3, failure_columns = '{}', failure_at = clock_timestamp()
+FROM %[1]s.transform_sources ts WHERE ts.transform_id = t.id AND ts.source_id = $1 AND t.state <> 'paused'`
 	sqlWidenSource = `
 UPDATE %[1]s.sources SET cap_columns = cap_columns || $2::text[], cap_types = cap_types || $3::text[],
     capture_state = 'pending'
