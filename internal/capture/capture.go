@@ -296,13 +296,7 @@ const LockMode = "SHARE ROW EXCLUSIVE"
 // Blockers describes, one line each, the other sessions that hold or wait
 // for a lock on table (a quoted, qualified name).
 func Blockers(ctx context.Context, pool *pgxpool.Pool, table string) ([]string, error) {
-	rows, err := pool.Query(ctx, `
-SELECT format('pid %s (%s, %s since %s): %s', a.pid, coalesce(a.usename::text, '?'), coalesce(a.state, '?'),
-       coalesce(to_char(coalesce(a.xact_start, a.query_start) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), '?'),
-       left(coalesce(a.query, ''), 200))
-FROM pg_stat_activity a
-WHERE a.pid IN (SELECT l.pid FROM pg_locks l WHERE l.relation = to_regclass($1) AND l.pid <> pg_backend_pid())
-ORDER BY a.pid`, table)
+	rows, err := pool.Query(ctx, sqlBlockers, table)
 	if err != nil {
 		return nil, err
 	}
@@ -334,7 +328,7 @@ func (n Names) Install(ctx context.Context, tx pgx.Tx, s catalog.Source) error {
 // that no longer exists is not an error.
 func (n Names) Uninstall(ctx context.Context, tx pgx.Tx, s catalog.Source) error {
 	var exists bool
-	if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, ident.Qualified(s.Schema, s.Table)).Scan(&exists); err != nil {
+	if err := tx.QueryRow(ctx, sqlTableExists, ident.Qualified(s.Schema, s.Table)).Scan(&exists); err != nil {
 		return err
 	}
 	stmts := n.DropSQL(s)

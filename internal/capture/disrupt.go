@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/ident"
 )
 
@@ -31,10 +32,13 @@ func (n Names) AnyDisrupted(ctx context.Context, q interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }) (bool, error) {
 	var found bool
-	err := q.QueryRow(ctx, fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %s.sources s
-WHERE s.capture_state = 'installed' AND s.disrupted_at IS NULL AND s.fingerprint IS DISTINCT FROM %s)`,
-		ident.Quote(n.Catalog), n.FingerprintSQL())).Scan(&found)
+	err := q.QueryRow(ctx, n.sql(sqlAnyDisrupted)).Scan(&found)
 	return found, err
+}
+
+// sql expands one of the package's statements (sql.go) for this instance.
+func (n Names) sql(format string) string {
+	return catalog.New(n.Catalog).SQL(format, n.FingerprintSQL())
 }
 
 // Disruption is a source whose capture was changed outside Trellis.
@@ -53,14 +57,7 @@ type Disruption struct {
 // transaction should hold the instance's DDL lock. It returns the sources
 // newly found disrupted.
 func (n Names) Detect(ctx context.Context, tx pgx.Tx) ([]Disruption, error) {
-	cat := ident.Quote(n.Catalog)
-	q := fmt.Sprintf(`
-SELECT s.id, s.schema_name || '.' || s.table_name, to_regclass(format('%%I.%%I', s.schema_name, s.table_name)) IS NOT NULL,
-       coalesce(s.fingerprint, ''), %s
-FROM %s.sources s
-WHERE s.capture_state = 'installed' AND s.disrupted_at IS NULL AND s.fingerprint IS DISTINCT FROM %s
-ORDER BY s.id`, n.FingerprintSQL(), cat, n.FingerprintSQL())
-	rows, err := tx.Query(ctx, q)
+	rows, err := tx.Query(ctx, n.sql(sqlDisrupted))
 	if err != nil {
 		return nil, fmt.Errorf("checking capture: %w", err)
 	}
@@ -81,14 +78,10 @@ ORDER BY s.id`, n.FingerprintSQL(), cat, n.FingerprintSQL())
 		return nil, err
 	}
 	for _, d := range found {
-		if _, err := tx.Exec(ctx, fmt.Sprintf(`UPDATE %s.sources SET disrupted_at = clock_timestamp(), disruption = $2 WHERE id = $1`, cat), d.SourceID, d.Reason); err != nil {
+		if _, err := tx.Exec(ctx, n.sql(sqlMarkDisrupted), d.SourceID, d.Reason); err != nil {
 			return nil, err
 		}
-		if _, err := tx.Exec(ctx, fmt.Sprintf(`
-UPDATE %[1]s.transforms t SET
-    state = 'paused', state_since = clock_timestamp(), paused_reason = $3,
-    failure_kind = 'disruption', failure_table = $2, failure_error = $3, failure_columns = '{}', failure_at = clock_timestamp()
-FROM %[1]s.transform_sources ts WHERE ts.transform_id = t.id AND ts.source_id = $1 AND t.state <> 'paused'`, cat), d.SourceID, d.Table, d.Reason); err != nil {
+		if _, err := tx.Exec(ctx, n.sql(sqlPauseDisrupted), d.SourceID, d.Table, d.Reason); err != nil {
 			return nil, err
 		}
 	}
