@@ -297,3 +297,57 @@ func TestCaptureInstallFailureStopsOnlyItsReaders(t *testing.T) {
 	e.converge(c)
 	e.assertMatches("foreign_copy", "SELECT id, v FROM foreign_src")
 }
+
+// Sources Trellis cannot capture faithfully, targets in a catalog, and
+// definitions that reach a volatile function by a back door are refused.
+func TestDefineRefusesWhatCannotBeMaintained(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE src (id int PRIMARY KEY, v int)`)
+	e.exec(`CREATE TABLE parent (id int PRIMARY KEY, v int)`)
+	e.exec(`CREATE TABLE child () INHERITS (parent)`)
+	e.exec(`CREATE FUNCTION vplus(int, int) RETURNS int LANGUAGE sql VOLATILE AS 'SELECT $1 + $2'`)
+	e.exec(`CREATE OPERATOR ### (LEFTARG = int, RIGHTARG = int, FUNCTION = vplus)`)
+	e.exec(`CREATE FUNCTION vcheck(int) RETURNS bool LANGUAGE sql VOLATILE AS 'SELECT $1 > 0'`)
+	e.exec(`CREATE DOMAIN vpos AS int CHECK (vcheck(VALUE))`)
+	c := e.engine()
+	other := e.connect(trellis.Options{Schema: "billing", TargetSchema: "reports"})
+	require.NoError(t, other.Migrate(e.ctx))
+
+	conn, err := e.db.Acquire(e.ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(e.ctx, `CREATE TEMP TABLE tmp (id int PRIMARY KEY, v int)`)
+	require.NoError(t, err)
+	var tmpSchema string
+	require.NoError(t, conn.QueryRow(e.ctx, `SELECT pg_my_temp_schema()::regnamespace::text`).Scan(&tmpSchema))
+
+	for _, stmt := range []string{
+		"TRANSFORM p FROM parent SELECT v AS v",
+		"TRANSFORM tm FROM " + tmpSchema + ".tmp SELECT v AS v",
+		"TRANSFORM sys FROM pg_catalog.pg_class SELECT relname AS n",
+		"TRANSFORM billing.t FROM src SELECT v AS v",
+		"TRANSFORM op FROM src SELECT v ### 1 AS w",
+		"TRANSFORM dom FROM src SELECT v::vpos AS w",
+	} {
+		_, err := c.Define(e.ctx, stmt)
+		requireCode(t, err, trellis.CodeValidation)
+	}
+	defs, err := c.Definitions(e.ctx)
+	require.NoError(t, err)
+	require.Empty(t, defs, "nothing was created")
+
+	// A quoted name holding a dot is one identifier.
+	e.exec(`CREATE SCHEMA sales`)
+	_, err = c.Define(e.ctx, `TRANSFORM "sales.totals" FROM src SELECT v AS v`)
+	require.NoError(t, err)
+	_, err = c.Define(e.ctx, `TRANSFORM sales.totals FROM src SELECT v AS v`)
+	require.NoError(t, err)
+	applied, err := c.Apply(e.ctx, `DROP TRANSFORM "sales.totals"`)
+	require.NoError(t, err)
+	require.Equal(t, trellis.Dropped{Target: `public.sales.totals`}, applied)
+	st, err := c.Status(e.ctx, "sales.totals")
+	require.NoError(t, err)
+	require.NotNil(t, st, "the transform in schema sales is still there")
+	require.Equal(t, [][]string{{"true"}}, e.rows(`SELECT to_regclass('sales.totals') IS NOT NULL`))
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/errs"
 	"github.com/trellis-pg/trellis/internal/funcwatch"
 	"github.com/trellis-pg/trellis/internal/grammar"
@@ -40,6 +41,23 @@ func (e *Engine) loadSide(ctx context.Context, tx pgx.Tx, ref grammar.TableRef) 
 	}
 	if rel.schema == e.Cat.Schema {
 		return nil, errs.New(trellistype.CodeValidation, "source %s.%s is one of Trellis's own tables", rel.schema, rel.name)
+	}
+	var temp, system, parent bool
+	if err := tx.QueryRow(ctx, sqlSourceFacts, rel.oid).Scan(&temp, &system, &parent); err != nil {
+		return nil, err
+	}
+	switch {
+	case temp:
+		return nil, errs.New(trellistype.CodeValidation, "source %s.%s is a temporary table: it lives only in one session, which Trellis's workers cannot read", rel.schema, rel.name)
+	case system:
+		return nil, errs.New(trellistype.CodeValidation, "source %s.%s is a system catalog: it cannot be captured", rel.schema, rel.name)
+	case parent:
+		return nil, errs.New(trellistype.CodeValidation, "source %s.%s has inheritance children: writes to them would not reach the target; read the children themselves, or make it a partitioned table", rel.schema, rel.name)
+	}
+	if cats, err := e.catalogSchemas(ctx, tx); err != nil {
+		return nil, err
+	} else if slices.Contains(cats, rel.schema) {
+		return nil, errs.New(trellistype.CodeValidation, "source %s.%s is a table of a Trellis catalog", rel.schema, rel.name)
 	}
 	s := &side{rel: rel, Table: plan.Table{Schema: rel.schema, Name: rel.name, Alias: ref.Alias, Columns: map[string]string{}}}
 	if s.Alias == "" {
@@ -175,6 +193,11 @@ func (e *Engine) compile(ctx context.Context, tx pgx.Tx, s *grammar.Transform) (
 // checkTargetFree refuses a target some transform writes already, or a
 // table that exists: a transform creates its own target table.
 func (e *Engine) checkTargetFree(ctx context.Context, tx pgx.Tx, tgt plan.Target) error {
+	if cats, err := e.catalogSchemas(ctx, tx); err != nil {
+		return err
+	} else if slices.Contains(cats, tgt.Schema) || tgt.Schema == "pg_catalog" || tgt.Schema == "information_schema" {
+		return errs.New(trellistype.CodeValidation, "a target cannot be created in schema %q: it is a Trellis catalog or PostgreSQL's own", tgt.Schema)
+	}
 	existing, err := e.Cat.Transform(ctx, tx, tgt, false)
 	if err != nil {
 		return err
@@ -225,6 +248,9 @@ func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) 
 		if spec.Functions, err = funcwatch.Probe(ctx, tx, (&plan.Plan{Target: tgt, Spec: spec}).Query()); err != nil {
 			return err
 		}
+		if err := checkVolatile(ctx, tx, (&plan.Plan{Target: tgt, Spec: spec}).Query()); err != nil {
+			return err
+		}
 		if clock, err := funcwatch.ReadsClock(ctx, tx, spec.Functions); err != nil {
 			return err
 		} else if clock != "" {
@@ -252,6 +278,47 @@ func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) 
 		return nil, err
 	}
 	return trellistype.TransformDefined{Target: tgt.String()}, nil
+}
+
+// checkVolatile refuses a definition whose query reaches a volatile
+// function the parser could not see: behind an operator, a cast or a
+// domain's CHECK (a recompute would not reproduce its result). It reads
+// the dependencies of a temporary view over the query, in a savepoint it
+// rolls back.
+func checkVolatile(ctx context.Context, tx pgx.Tx, query string) error {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = sp.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := sp.Exec(ctx, "CREATE TEMPORARY VIEW trellis_volatility_probe AS "+query); err != nil {
+		return fmt.Errorf("reading the functions the definition reaches: %w", err)
+	}
+	rows, err := sp.Query(ctx, sqlVolatileReached, "pg_temp.trellis_volatility_probe")
+	if err != nil {
+		return err
+	}
+	fns, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	if len(fns) > 0 {
+		return errs.New(trellistype.CodeValidation, "the definition reaches volatile function %s (through an operator, a cast or a domain's CHECK): a recompute would not give the same result; mark it IMMUTABLE or STABLE if it is, or do not use it", strings.Join(fns, ", "))
+	}
+	return sp.Rollback(ctx)
+}
+
+// catalogSchemas are the catalog schemas of every Trellis instance in the database.
+func (e *Engine) catalogSchemas(ctx context.Context, tx pgx.Tx) ([]string, error) {
+	ins, err := catalog.Instances(ctx, tx.Conn())
+	if err != nil {
+		return nil, fmt.Errorf("listing Trellis instances: %w", err)
+	}
+	out := []string{e.Cat.Schema}
+	for _, in := range ins {
+		out = append(out, in.CatalogSchema)
+	}
+	return out, nil
 }
 
 // registerSource records a source (or widens what its capture records)

@@ -173,10 +173,19 @@ func (e *Engine) target(n grammar.Name) plan.Target {
 // when none does.
 func (e *Engine) Lookup(ctx context.Context, q catalog.Querier, target string, forUpdate bool) (*catalog.Transform, error) {
 	schema, name, qualified := strings.Cut(target, ".")
-	if qualified {
-		return e.Cat.Transform(ctx, q, plan.Target{Schema: schema, Name: name}, forUpdate)
+	if !qualified {
+		schema, name = "", schema
 	}
-	name = schema
+	return e.LookupName(ctx, q, grammar.Name{Schema: schema, Name: name}, forUpdate)
+}
+
+// LookupName is Lookup of a parsed name: a quoted identifier holding a
+// dot ("sales.totals") is one name, never a schema and a table.
+func (e *Engine) LookupName(ctx context.Context, q catalog.Querier, n grammar.Name, forUpdate bool) (*catalog.Transform, error) {
+	if n.Schema != "" {
+		return e.Cat.Transform(ctx, q, plan.Target{Schema: n.Schema, Name: n.Name}, forUpdate)
+	}
+	name := n.Name
 	rows, err := q.Query(ctx, e.Cat.SQL(sqlFindByName), name, e.TargetSchema)
 	if err != nil {
 		return nil, err
@@ -193,7 +202,7 @@ func (e *Engine) resolveAddress(ctx context.Context, tx pgx.Tx, a grammar.Addres
 	p := a.Parts
 	switch len(p) {
 	case 1:
-		t, err := e.Lookup(ctx, tx, p[0], forUpdate)
+		t, err := e.LookupName(ctx, tx, grammar.Name{Name: p[0]}, forUpdate)
 		if err == nil && t == nil {
 			err = errs.New(trellistype.CodeNotFound, "no transform writes %s", p[0])
 		}
@@ -203,7 +212,7 @@ func (e *Engine) resolveAddress(ctx context.Context, tx pgx.Tx, a grammar.Addres
 		if err != nil || t != nil {
 			return t, "", err
 		}
-		t, err = e.Lookup(ctx, tx, p[0], forUpdate)
+		t, err = e.LookupName(ctx, tx, grammar.Name{Name: p[0]}, forUpdate)
 		if err == nil && t == nil {
 			err = errs.New(trellistype.CodeNotFound, "no transform writes %s or %s", p[0]+"."+p[1], p[0])
 		}
@@ -394,11 +403,8 @@ func (e *Engine) readers(ctx context.Context, tx pgx.Tx, t *catalog.Transform) (
 func (e *Engine) drop(ctx context.Context, n grammar.Name) (trellistype.Applied, error) {
 	var res trellistype.Dropped
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
-		name := n.Name
-		if n.Schema != "" {
-			name = n.Schema + "." + n.Name
-		}
-		t, err := e.Lookup(ctx, tx, name, true)
+		name := n.String()
+		t, err := e.LookupName(ctx, tx, n, true)
 		if err != nil {
 			return err
 		}
@@ -458,11 +464,8 @@ func (e *Engine) forgetSource(ctx context.Context, tx pgx.Tx, target plan.Target
 func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (trellistype.Applied, error) {
 	var res trellistype.Altered
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
-		name := s.Target.Name
-		if s.Target.Schema != "" {
-			name = s.Target.Schema + "." + s.Target.Name
-		}
-		t, err := e.Lookup(ctx, tx, name, true)
+		name := s.Target.String()
+		t, err := e.LookupName(ctx, tx, s.Target, true)
 		if err != nil {
 			return err
 		}

@@ -11,6 +11,37 @@ SELECT c.oid::int8, n.nspname, c.relname, c.relkind::text
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.oid = to_regclass($1)`
 
+	// What makes a table unfit to be a source: temporary, a system
+	// catalog, or a parent in table inheritance (its children's writes
+	// would not fire its capture).
+	sqlSourceFacts = `
+SELECT c.relpersistence = 't',
+       n.nspname IN ('pg_catalog', 'information_schema') OR n.nspname LIKE 'pg\_toast%' OR c.oid < 16384,
+       c.relkind = 'r' AND EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhparent = c.oid)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.oid = $1::oid`
+
+	// The volatile functions a view's rule reaches: called, behind an
+	// operator or a cast, an aggregate's support, or a domain's CHECK.
+	sqlVolatileReached = `
+WITH rule AS (
+    SELECT r.oid FROM pg_rewrite r WHERE r.ev_class = $1::regclass
+), dep AS (
+    SELECT d.refclassid, d.refobjid FROM pg_depend d JOIN rule ON d.objid = rule.oid WHERE d.classid = 'pg_rewrite'::regclass
+), direct AS (
+    SELECT refobjid AS fn FROM dep WHERE refclassid = 'pg_proc'::regclass
+    UNION SELECT o.oprcode::oid FROM dep JOIN pg_operator o ON o.oid = dep.refobjid WHERE dep.refclassid = 'pg_operator'::regclass
+    UNION SELECT cd.refobjid FROM dep JOIN pg_type t ON t.oid = dep.refobjid AND t.typtype = 'd'
+          JOIN pg_constraint k ON k.contypid = t.oid
+          JOIN pg_depend cd ON cd.classid = 'pg_constraint'::regclass AND cd.objid = k.oid AND cd.refclassid = 'pg_proc'::regclass
+          WHERE dep.refclassid = 'pg_type'::regclass
+), called AS (
+    SELECT fn FROM direct
+    UNION
+    SELECT unnest(ARRAY[a.aggtransfn, a.aggfinalfn, a.aggcombinefn]::oid[]) FROM pg_aggregate a JOIN direct ON a.aggfnoid = direct.fn
+)
+SELECT p.oid::regprocedure::text FROM pg_proc p JOIN called c ON c.fn = p.oid WHERE p.provolatile = 'v' ORDER BY 1`
+
 	// The key columns of the index that identifies a table's rows: its
 	// primary key, else the narrowest unique index over NOT NULL columns.
 	sqlPrimaryKey = `
