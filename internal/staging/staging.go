@@ -579,8 +579,12 @@ func (w *Worker) detectDisruptions(ctx context.Context) error {
 			}
 		}
 		if fnsChanged {
-			if err := w.rederive(ctx, tx); err != nil {
-				return err
+			// A failing re-derive does not undo the disruptions found.
+			if err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { return w.rederive(ctx, sp) }); err != nil {
+				if ctx.Err() != nil {
+					return err
+				}
+				w.Logger.Warn("re-deriving the transforms whose functions changed failed; it is tried again on the next pass", "error", err)
 			}
 		}
 		// A failing column check does not undo the disruptions found.
