@@ -171,7 +171,7 @@ func TestStatementErrorsApplyNothing(t *testing.T) {
 		{"TRANSFORM t1 FROM src SELECT random() AS v", trellis.CodeValidation},
 		{"TRANSFORM t1 FROM src SELECT row_number() OVER () AS v", trellis.CodeValidation},
 		{"TRANSFORM t1 FROM src SELECT generate_series(1, v) AS v", trellis.CodeValidation},
-		{"TRANSFORM t1 FROM src SELECT sum(v) AS v", trellis.CodeValidation},
+		{"TRANSFORM t1 FROM src SELECT t, sum(v) AS v", trellis.CodeValidation},
 		{"TRANSFORM t1 FROM src SELECT v AS v, t AS v", trellis.CodeValidation},
 		{"TRANSFORM t1 FROM src SELECT nope AS v", trellis.CodeValidation},
 		{"TRANSFORM t1 FROM src SELECT v + 'x' AS v", trellis.CodeValidation},

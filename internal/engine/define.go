@@ -130,6 +130,10 @@ func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error 
 		return nil // keyed by its primary key already
 	}
 	keys := pl.KeyNames()
+	if len(keys) == 0 {
+		return errs.New(trellistype.CodeValidation,
+			"%s cannot be read by a transform: an aggregate without GROUP BY has one row and no key column; read its sources instead", up.Target)
+	}
 	if j := up.Spec.Join; j != nil && j.Left {
 		return errs.New(trellistype.CodeValidation,
 			"%s cannot be read by a transform: it is a LEFT JOIN, whose key (%s) is NULL on the joined side for rows without a match",
@@ -180,7 +184,7 @@ func (e *Engine) compile(ctx context.Context, tx pgx.Tx, s *grammar.Transform) (
 	if s, err = plan.Resolve(s, tables(sides)); err != nil {
 		return nil, plan.Spec{}, nil, err
 	}
-	if err := e.checkFunctions(ctx, tx, s.Functions, len(s.GroupBy) > 0); err != nil {
+	if err := e.checkFunctions(ctx, tx, s.Functions, s.Aggregated()); err != nil {
 		return nil, plan.Spec{}, nil, err
 	}
 	spec, needs, err := plan.Compile(s, tables(sides))

@@ -480,12 +480,12 @@ func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (trellistype.Appli
 			if exists || slices.Contains(t.Plan().KeyNames(), col) {
 				return errs.New(trellistype.CodeConflict, "%s already has a column %s", t.Target, col)
 			}
-			grouped := len(spec.GroupBy) > 0
+			grouped := len(spec.GroupBy) > 0 || spec.Global
 			if s.Column.HasAggregate && !grouped {
 				return errs.New(trellistype.CodeValidation, "column %s uses an aggregate: aggregates need GROUP BY", col)
 			}
 			if grouped && !s.Column.HasAggregate {
-				return errs.New(trellistype.CodeValidation, "column %s of a GROUP BY transform must be an aggregate: its key (the GROUP BY) cannot change", col)
+				return errs.New(trellistype.CodeValidation, "column %s of an aggregating transform must be an aggregate: its key (the GROUP BY) cannot change", col)
 			}
 			if grouped && len(s.Bare) > 0 {
 				return errs.New(trellistype.CodeValidation, "column %s: column %s must be inside an aggregate (the key of a GROUP BY transform cannot change)", col, s.Bare[0].String())

@@ -19,6 +19,11 @@ var plainColumn = regexp.MustCompile(`^(?:"?[A-Za-z_][A-Za-z0-9_$]*"?\.)?"?([A-Z
 
 // neededIndexes lists the indexes a definition's maintenance relies on.
 func neededIndexes(spec plan.Spec) []trellistype.SourceIndexGap {
+	if spec.Global {
+		// A global aggregate recomputes its one row from every row: no
+		// index finds anything for it.
+		return nil
+	}
 	var out []trellistype.SourceIndexGap
 	table := func(s plan.Source) string { return s.Schema + "." + s.Table }
 	if len(spec.GroupBy) > 0 {

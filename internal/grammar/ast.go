@@ -157,6 +157,20 @@ type Alter struct {
 	Bare []ColumnRef
 }
 
+// Aggregated tells whether the transform aggregates: it has GROUP BY,
+// HAVING or an aggregate call (without GROUP BY, one group of every row).
+func (t *Transform) Aggregated() bool {
+	if len(t.GroupBy) > 0 || t.Having != "" {
+		return true
+	}
+	for _, it := range t.Select {
+		if it.HasAggregate {
+			return true
+		}
+	}
+	return false
+}
+
 func (*Transform) statement() {}
 func (*Pause) statement()     {}
 func (*Resume) statement()    {}

@@ -85,11 +85,13 @@ func Compile(s *grammar.Transform, tables []*Table) (Spec, [][]string, error) {
 			need(1, jc)
 		}
 	}
-	if len(s.GroupBy) == 0 && (s.Having != "" || slices.ContainsFunc(s.Select, func(it grammar.SelectItem) bool { return it.HasAggregate })) {
-		return spec, nil, errs.New(trellistype.CodeValidation, "aggregates without GROUP BY are not supported yet: GROUP BY a column")
-	}
+	spec.Global = len(s.GroupBy) == 0 && s.Aggregated()
 	var err error
 	switch {
+	case spec.Global:
+		for _, it := range s.Select {
+			spec.Columns = append(spec.Columns, Column{Name: it.Name, Expr: it.Expr})
+		}
 	case len(s.GroupBy) > 0:
 		err = compileGrouped(&spec, s, tables, need)
 	case len(tables) == 2:

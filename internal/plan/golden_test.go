@@ -137,6 +137,20 @@ var goldenCases = []goldenCase{
 		types:  map[string]string{"customer_id": "bigint", "revenue": "numeric"},
 	},
 	{
+		name:   "aggregate_global",
+		stmt:   "TRANSFORM totals FROM orders SELECT count(*), sum(price) AS revenue, max(placed_at) AS latest WHERE status <> 'cancelled'",
+		tables: []*Table{table("public", "orders", "", []string{"id"}, orders...)},
+		types:  map[string]string{"count": "bigint", "revenue": "numeric", "latest": "timestamp with time zone"},
+		alter:  []string{"ALTER TRANSFORM totals ADD COLUMN avg(tax) AS mean_tax"},
+	},
+	{
+		name: "aggregate_global_join_having",
+		stmt: "TRANSFORM tiered FROM orders o JOIN customers c ON c.id = o.customer_id SELECT count(*) AS n, sum(o.price * c.tier) AS weighted HAVING count(*) > 0",
+		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...),
+			table("public", "customers", "c", []string{"id"}, customers...)},
+		types: map[string]string{"n": "bigint", "weighted": "numeric"},
+	},
+	{
 		name: "join_altered",
 		stmt: "TRANSFORM order_lines FROM orders o JOIN customers c ON o.customer_id = c.id SELECT o.id AS order_id, c.name AS customer",
 		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...),

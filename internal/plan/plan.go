@@ -29,6 +29,10 @@ type Spec struct {
 	// Having is the HAVING condition of an aggregate: a group it rejects
 	// has no row.
 	Having string `json:"having,omitempty"`
+	// Global says an aggregate has no GROUP BY: its target holds the one
+	// row of every source row (none when HAVING rejects it), and its key
+	// has no columns.
+	Global bool `json:"global,omitempty"`
 	// WithoutSourceIndex records the opt-out of WITHOUT SOURCE INDEX.
 	WithoutSourceIndex bool `json:"without_source_index,omitempty"`
 	// Reads is every source column the definition reads, for checks that a

@@ -65,8 +65,10 @@ func (p *Plan) CheckColumns() []string {
 // definition yields for it now. Parameters, in order: the lower bound's
 // unit values (text) when hasLower, the upper bound's when hasUpper (a
 // page is (lower, upper] of the FROM key; CheckPaged plans take neither);
-// then three sets of units, each one text[] per unit column: the units in
-// flight, the units held, and the units to restrict the page to; then a
+// then three sets of units, each one text[] per unit column (a global
+// aggregate, whose one unit has no columns, takes a bool per set instead:
+// the set holds the unit): the units in flight, the units held, and the
+// units to restrict the page to; then a
 // bool saying every unit is in flight, a bool saying to restrict, and the
 // most differing rows to list.
 //
@@ -104,6 +106,9 @@ func (p *Plan) CheckPage(hasLower, hasUpper bool) string {
 	recompute := p.checkRecompute(cols, sConds)
 
 	unitSet := func(name string) string {
+		if nu == 0 {
+			return fmt.Sprintf("%s AS (SELECT WHERE $%d::bool)", name, param())
+		}
 		var params, as, casts []string
 		for i := range unitNames {
 			params = append(params, fmt.Sprintf("$%d::text[]", param()))
@@ -167,6 +172,9 @@ func (p *Plan) CheckPage(hasLower, hasUpper bool) string {
 		setArrs = append(setArrs, fmt.Sprintf("ARRAY[u%d]", i+1))
 	}
 	inSet := func(set string) string {
+		if nu == 0 {
+			return fmt.Sprintf("EXISTS (SELECT FROM %s)", set)
+		}
 		return fmt.Sprintf("(%s) IN (SELECT %s FROM %s)", strings.Join(unitArrs, ", "), strings.Join(setArrs, ", "), set)
 	}
 	tWhere := ""
@@ -178,19 +186,28 @@ func (p *Plan) CheckPage(hasLower, hasUpper bool) string {
 	fmt.Fprintf(&b, "WITH %s, %s, %s,\n", inflight, held, only)
 	fmt.Fprintf(&b, "t AS (SELECT true AS trellis_present, %s FROM %s AS t%s),\n", strings.Join(tSel, ", "), p.Target.Quoted(), tWhere)
 	fmt.Fprintf(&b, "r AS (SELECT true AS trellis_present, s.* FROM (%s) AS s),\n", recompute)
+	if len(on) == 0 {
+		on = []string{"true"} // a global aggregate: at most one row each side
+	}
+	keyArr, dPrefix := "ARRAY["+strings.Join(keyTexts, ", ")+"]", ""
+	if len(keys) == 0 {
+		keyArr, order = "'{}'::text[]", []string{"kind"}
+	} else {
+		dPrefix = strings.Join(dKeys, ", ") + ","
+	}
 	fmt.Fprintf(&b, "j AS (SELECT %s FROM t FULL JOIN r ON %s),\n", strings.Join(jSel, ", "), strings.Join(on, " AND "))
-	fmt.Fprintf(&b, `d AS (SELECT %s,
+	fmt.Fprintf(&b, `d AS (SELECT %s
     CASE WHEN j.trellis_in_t IS NULL THEN 'missing' WHEN j.trellis_in_r IS NULL THEN 'extra' ELSE 'differing' END AS kind,
     %s AS held, ($%d OR %s) AS in_flight,
-    ARRAY[%s] AS key_text,
+    %s AS key_text,
     CASE WHEN j.trellis_in_t AND j.trellis_in_r THEN %s END AS diff_cols,
     CASE WHEN j.trellis_in_t THEN %s END AS tgt,
     CASE WHEN j.trellis_in_r THEN %s END AS rec
   FROM j
   WHERE (j.trellis_in_t IS NULL OR j.trellis_in_r IS NULL OR j.trellis_differs)
     AND (NOT $%d OR %s))
-`, strings.Join(dKeys, ", "), inSet("trellis_held"), allInFlight, inSet("trellis_inflight"),
-		strings.Join(keyTexts, ", "), colsExpr, tJSON, rJSON, restrict, inSet("trellis_only"))
+`, dPrefix, inSet("trellis_held"), allInFlight, inSet("trellis_inflight"),
+		keyArr, colsExpr, tJSON, rJSON, restrict, inSet("trellis_only"))
 	fmt.Fprintf(&b, `SELECT 0 AS part, kind, held, in_flight, count(*) AS n, NULL::text[] AS key_text, NULL::text[] AS diff_cols, NULL::jsonb AS tgt, NULL::jsonb AS rec
   FROM d GROUP BY kind, held, in_flight
 UNION ALL

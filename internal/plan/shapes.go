@@ -18,7 +18,7 @@ const (
 // join) apart.
 func (p *Plan) Kind() string {
 	switch {
-	case len(p.Spec.GroupBy) > 0:
+	case len(p.Spec.GroupBy) > 0, p.Spec.Global:
 		return KindAggregate
 	case p.Spec.Join != nil:
 		return KindJoin
@@ -57,6 +57,25 @@ func (p *Plan) fromClause() string {
 		f += p.joinWord() + ident.Qualified(j.Source.Schema, j.Source.Table) + " AS " + ident.Quote(ja) + " ON " + p.onClause(p.alias(), ja)
 	}
 	return f
+}
+
+// GlobalKey is the value of the one key of a global aggregate (no GROUP
+// BY) as its keyed statements take it: the target has no key column, but
+// the drain, the quarantine and the self-check handle the one group as a
+// key of one value.
+const GlobalKey = "'all'"
+
+// KeyParams is how many key values (one text[] parameter each) the keyed
+// statements of the plan take: a join's FROM key, an aggregate's groups
+// (one value for a global aggregate), a projection's key.
+func (p *Plan) KeyParams() int {
+	switch {
+	case p.Kind() == KindJoin:
+		return len(p.Spec.Source.KeyCols)
+	case p.Spec.Global:
+		return 1
+	}
+	return len(p.KeyNames())
 }
 
 // KeyNames are the target's key columns.
@@ -111,7 +130,14 @@ func (p *Plan) shapeQuery(extra ...string) string {
 // CreateShapeTarget creates the empty target of a join or aggregate with
 // the types PostgreSQL infers, and its unique key (NULLS NOT DISTINCT: a
 // NULL group, or a left join's missing side, is a key like any other).
+//
+// A global aggregate's key has no columns: an index on a constant keeps
+// its target to one row.
 func (p *Plan) CreateShapeTarget() string {
+	if p.Spec.Global {
+		return fmt.Sprintf("CREATE TABLE %s AS %s WITH NO DATA;\nCREATE UNIQUE INDEX ON %s ((true))",
+			p.Target.Quoted(), p.shapeQuery(), p.Target.Quoted())
+	}
 	return fmt.Sprintf("CREATE TABLE %s AS %s WITH NO DATA;\nCREATE UNIQUE INDEX ON %s (%s) NULLS NOT DISTINCT",
 		p.Target.Quoted(), p.shapeQuery(), p.Target.Quoted(), ident.List(p.KeyNames()))
 }
@@ -202,6 +228,17 @@ func (p *Plan) groupsParts(withNulls bool) (groups, query string) {
 // groupsStatements are the groups CTE, the delete of the groups' rows and
 // the definition's query for the groups.
 func (p *Plan) groupsStatements(withNulls bool) (groups, del, query string) {
+	if p.Spec.Global {
+		// The one group, of no columns: every row of the source. Its key
+		// parameter (see KeyParams) says whether it is to be recomputed.
+		groups = "g AS (SELECT WHERE cardinality($1::text[]) > 0)"
+		having := ""
+		if p.Spec.Having != "" {
+			having = " AND (" + p.Spec.Having + ")"
+		}
+		return groups, fmt.Sprintf("WITH %s DELETE FROM %s WHERE EXISTS (SELECT FROM g)", groups, p.Target.Quoted()),
+			fmt.Sprintf("SELECT %s FROM %s%s HAVING EXISTS (SELECT FROM g)%s", p.shapeSelect(), p.fromClause(), p.where(), having)
+	}
 	names := p.KeyNames()
 	types := make([]string, len(p.Spec.Key))
 	// The groups CTE's columns have names of their own, so that a GROUP BY
@@ -362,6 +399,10 @@ func (p *Plan) JoinedSideFromKeys(c Changes, buckets int) string {
 // join's rows that lost their match). Returns the groups as text and their
 // bucket.
 func (p *Plan) AffectedGroups(c Changes, joinedSide bool, buckets int) string {
+	if p.Spec.Global {
+		// Any change touches the one group.
+		return fmt.Sprintf("WITH %s SELECT %s WHERE EXISTS (SELECT FROM chg)", c.cte(), textWithBucket([]string{GlobalKey}, buckets))
+	}
 	g := strings.Join(p.Spec.GroupBy, ", ")
 	var parts []string
 	switch {
@@ -418,6 +459,9 @@ func (p *Plan) ShapeKeys() string {
 			cols = append(cols, k+"::text")
 		}
 		return fmt.Sprintf("SELECT %s FROM %s", strings.Join(cols, ", "), p.from())
+	}
+	if p.Spec.Global {
+		return "SELECT " + GlobalKey + "::text" // the one group
 	}
 	var cols []string
 	for _, g := range p.Spec.GroupBy {

@@ -84,12 +84,7 @@ func (wk *Set) keyList() [][]*string {
 
 // nKeyParams is how many key columns (one text[] parameter each) the
 // keyed statements of the work's plan take.
-func (wk *Set) nKeyParams() int {
-	if wk.Plan.Kind() == plan.KindJoin {
-		return len(wk.T.Spec.Source.KeyCols)
-	}
-	return len(wk.Plan.KeyNames())
-}
+func (wk *Set) nKeyParams() int { return wk.Plan.KeyParams() }
 
 // keyedStatements are the statements recomputing a set of keys under pl;
 // their parameters are nKeyParams text[] (the keys, column by column), then

@@ -441,6 +441,11 @@ func (c *check) page(ctx context.Context, req pageReq) (*pageResult, error) {
 
 // columns turns units into one text[] parameter per unit column.
 func columns(units [][]*string, n int) []any {
+	if n == 0 {
+		// A global aggregate's one unit has no columns: the set holds it
+		// or not.
+		return []any{len(units) > 0}
+	}
 	cols := make([][]*string, n)
 	for i := range cols {
 		cols[i] = []*string{}
