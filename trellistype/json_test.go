@@ -2,6 +2,8 @@ package trellistype_test
 
 import (
 	"encoding/json"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,4 +86,29 @@ func TestSelfCheckReportJSONListsAreArrays(t *testing.T) {
 	require.Equal(t, "missing", d["kind"])
 	require.Equal(t, []any{}, d["columns"])
 	require.Nil(t, d["target"])
+}
+
+// Every list of every value type prints as [] when it is nil, so a
+// consumer of the JSON never meets null where it expects an array.
+func TestEveryListPrintsAsAnArray(t *testing.T) {
+	t.Parallel()
+	for _, v := range []any{
+		trellistype.Status{}, trellistype.DrainFailure{}, trellistype.CaptureFailure{}, trellistype.CaptureWait{},
+		trellistype.SourceIndexGap{}, trellistype.DefinitionSummary{}, trellistype.SamplePage{},
+		trellistype.SelfCheckReport{}, trellistype.Divergence{}, trellistype.SyncPlan{}, trellistype.SyncChange{},
+	} {
+		raw, err := json.Marshal(v)
+		require.NoError(t, err)
+		var got map[string]any
+		require.NoError(t, json.Unmarshal(raw, &got))
+		rt := reflect.TypeOf(v)
+		for i := range rt.NumField() {
+			f := rt.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if f.Type.Kind() != reflect.Slice || name == "-" {
+				continue
+			}
+			require.Equal(t, []any{}, got[name], "%s.%s", rt.Name(), f.Name)
+		}
+	}
 }

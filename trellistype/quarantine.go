@@ -77,9 +77,7 @@ type SamplePage struct {
 // MarshalJSON prints Samples as an array.
 func (p SamplePage) MarshalJSON() ([]byte, error) {
 	type plain SamplePage
-	q := plain(p)
-	q.Samples = list(q.Samples)
-	return json.Marshal(q)
+	return json.Marshal(arrays(plain(p)))
 }
 
 // Cursor is where a SamplePage ends: opaque, with a String form that

@@ -115,11 +115,7 @@ type SelfCheckReport struct {
 // MarshalJSON prints lists as arrays.
 func (r SelfCheckReport) MarshalJSON() ([]byte, error) {
 	type plain SelfCheckReport
-	p := plain(r)
-	p.Divergences = list(p.Divergences)
-	p.DrainFailures = list(p.DrainFailures)
-	p.PausedColumns = list(p.PausedColumns)
-	return json.Marshal(p)
+	return json.Marshal(arrays(plain(r)))
 }
 
 // Divergence is one key a self-check found out of step.
@@ -140,7 +136,5 @@ type Divergence struct {
 // MarshalJSON prints Columns as an array.
 func (d Divergence) MarshalJSON() ([]byte, error) {
 	type plain Divergence
-	p := plain(d)
-	p.Columns = list(p.Columns)
-	return json.Marshal(p)
+	return json.Marshal(arrays(plain(d)))
 }

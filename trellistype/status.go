@@ -2,6 +2,7 @@ package trellistype
 
 import (
 	"encoding/json"
+	"reflect"
 	"time"
 )
 
@@ -68,17 +69,11 @@ type Status struct {
 // Lag as lag_seconds.
 func (s Status) MarshalJSON() ([]byte, error) {
 	type plain Status
-	p := plain(s)
-	p.BackfillingColumns = list(p.BackfillingColumns)
-	p.Sources = list(p.Sources)
-	p.PausedUpstreamColumns = list(p.PausedUpstreamColumns)
-	p.SourceIndexGaps = list(p.SourceIndexGaps)
-	p.Correcting = list(p.Correcting)
 	return json.Marshal(struct {
 		plain
 		PausedReason *string `json:"paused_reason"`
 		LagSeconds   float64 `json:"lag_seconds"`
-	}{p, nonEmpty(s.PausedReason), s.Lag.Seconds()})
+	}{arrays(plain(s)), nonEmpty(s.PausedReason), s.Lag.Seconds()})
 }
 
 // HeldKeys are the source keys a transform holds in quarantine.
@@ -106,9 +101,7 @@ type DrainFailure struct {
 // MarshalJSON prints Tables as an array.
 func (d DrainFailure) MarshalJSON() ([]byte, error) {
 	type plain DrainFailure
-	p := plain(d)
-	p.Tables = list(p.Tables)
-	return json.Marshal(p)
+	return json.Marshal(arrays(plain(d)))
 }
 
 // CaptureFailureKind says what kind of capture failure a transform has.
@@ -133,6 +126,12 @@ type CaptureFailure struct {
 	DetectedAt time.Time `json:"detected_at"`
 }
 
+// MarshalJSON prints Columns as an array.
+func (f CaptureFailure) MarshalJSON() ([]byte, error) {
+	type plain CaptureFailure
+	return json.Marshal(arrays(plain(f)))
+}
+
 // CaptureWait is a capture install, widen or uninstall waiting on a lock
 // that other sessions hold or queue for.
 type CaptureWait struct {
@@ -146,9 +145,7 @@ type CaptureWait struct {
 // MarshalJSON prints Blockers as an array.
 func (w CaptureWait) MarshalJSON() ([]byte, error) {
 	type plain CaptureWait
-	p := plain(w)
-	p.Blockers = list(p.Blockers)
-	return json.Marshal(p)
+	return json.Marshal(arrays(plain(w)))
 }
 
 // BackfillFailure is a build that keeps failing.
@@ -188,6 +185,12 @@ type SourceIndexGap struct {
 	Fix string `json:"fix"`
 }
 
+// MarshalJSON prints Columns as an array.
+func (g SourceIndexGap) MarshalJSON() ([]byte, error) {
+	type plain SourceIndexGap
+	return json.Marshal(arrays(plain(g)))
+}
+
 // DefinitionSummary is one registered transform, as Client.Definitions lists it.
 type DefinitionSummary struct {
 	// Target is the qualified target table.
@@ -203,9 +206,7 @@ type DefinitionSummary struct {
 // MarshalJSON prints Sources as an array.
 func (d DefinitionSummary) MarshalJSON() ([]byte, error) {
 	type plain DefinitionSummary
-	p := plain(d)
-	p.Sources = list(p.Sources)
-	return json.Marshal(p)
+	return json.Marshal(arrays(plain(d)))
 }
 
 // Config is the configuration a client connected with.
@@ -219,12 +220,17 @@ type Config struct {
 	AcquireTimeout time.Duration `json:"acquire_timeout"`
 }
 
-// list is s, or an empty list for nil, so JSON prints [] rather than null.
-func list[T any](s []T) []T {
-	if s == nil {
-		return []T{}
+// arrays is v, a struct, with each nil slice field set to an empty slice,
+// so that JSON prints [] for it rather than null. The types' MarshalJSON
+// methods pass their value through it as a defined type without methods.
+func arrays[T any](v T) T {
+	rv := reflect.ValueOf(&v).Elem()
+	for i := range rv.NumField() {
+		if f := rv.Field(i); f.Kind() == reflect.Slice && f.IsNil() && f.CanSet() {
+			f.Set(reflect.MakeSlice(f.Type(), 0, 0))
+		}
 	}
-	return s
+	return v
 }
 
 // nonEmpty is &s, or nil for "", so JSON prints null for an empty string.

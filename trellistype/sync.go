@@ -48,13 +48,10 @@ type SyncChange struct {
 // null.
 func (c SyncChange) MarshalJSON() ([]byte, error) {
 	type plain SyncChange
-	p := struct {
+	return json.Marshal(struct {
 		plain
 		Reason *string `json:"reason"`
-	}{plain: plain(c), Reason: nonEmpty(c.Reason)}
-	p.AddColumns = list(p.AddColumns)
-	p.DropColumns = list(p.DropColumns)
-	return json.Marshal(p)
+	}{arrays(plain(c)), nonEmpty(c.Reason)})
 }
 
 // SyncPlan is what Sync did, or would do with DryRun, in the order it
@@ -66,7 +63,5 @@ type SyncPlan struct {
 // MarshalJSON prints Changes as an array.
 func (p SyncPlan) MarshalJSON() ([]byte, error) {
 	type plain SyncPlan
-	q := plain(p)
-	q.Changes = list(q.Changes)
-	return json.Marshal(q)
+	return json.Marshal(arrays(plain(p)))
 }
