@@ -69,9 +69,8 @@ func (w *Worker) buildAllAtOnce(ctx context.Context, tx pgx.Tx, t *catalog.Trans
 	if !small || pkey == "" {
 		return 0, false, nil
 	}
-	drop := fmt.Sprintf("ALTER TABLE %s DROP CONSTRAINT %s", t.Target.Quoted(), ident.Quote(pkey))
-	add := fmt.Sprintf("ALTER TABLE %s ADD CONSTRAINT %s PRIMARY KEY (%s)",
-		t.Target.Quoted(), ident.Quote(pkey), ident.List(pl.Spec.Source.KeyCols))
+	drop := w.Cat.SQL(sqlDropConstraint, t.Target.Quoted(), ident.Quote(pkey))
+	add := w.Cat.SQL(sqlAddPrimaryKey, t.Target.Quoted(), ident.Quote(pkey), ident.List(pl.Spec.Source.KeyCols))
 	return w.buildKeyAfter(ctx, tx, t, drop, []string{pl.InsertAll()}, add)
 }
 

@@ -133,10 +133,10 @@ func (w *Worker) fixCapture(ctx context.Context, id int) error {
 		// makes writes that ran the old function commit first, and keeps
 		// the table's columns as they are until the new one is in place.
 		var exists bool
-		if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&exists); err != nil || !exists {
+		if err := tx.QueryRow(ctx, sqlTableExists, name).Scan(&exists); err != nil || !exists {
 			return err
 		}
-		if _, err := tx.Exec(ctx, "LOCK TABLE "+name+" IN "+capture.LockMode+" MODE"); err != nil {
+		if _, err := tx.Exec(ctx, w.Cat.SQL(sqlLockTable, name, capture.LockMode)); err != nil {
 			return err
 		}
 		if err := locks.DDL(ctx, tx, w.Cat.Schema); err != nil {
@@ -162,7 +162,7 @@ func (w *Worker) fixCapture(ctx context.Context, id int) error {
 		if len(gone) > 0 {
 			// Nothing can say which rows change: capture goes, so that
 			// writes succeed; every reader reads the key, and is paused.
-			if _, err := tx.Exec(ctx, "LOCK TABLE "+name+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+			if _, err := tx.Exec(ctx, w.Cat.SQL(sqlLockTable, name, "ACCESS EXCLUSIVE")); err != nil {
 				return err
 			}
 			if err := w.Names.Uninstall(ctx, tx, s); err != nil {
@@ -197,7 +197,7 @@ func (w *Worker) fixCapture(ctx context.Context, id int) error {
 		if _, err := tx.Exec(ctx, w.Cat.SQL(sqlSetCapTypes), s.ID, newTypes); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, fmt.Sprintf("UPDATE %s.sources s SET fingerprint = %s WHERE id = $1", w.Cat.Q(), w.Names.FingerprintSQL()), s.ID); err != nil {
+		if _, err := tx.Exec(ctx, w.Cat.SQL(sqlSetFingerprint, w.Names.FingerprintSQL()), s.ID); err != nil {
 			return err
 		}
 		var parts []string

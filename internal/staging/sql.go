@@ -2,7 +2,9 @@ package staging
 
 import "github.com/trellis-pg/trellis/internal/catalog"
 
-// The staging worker's SQL; %[1]s is the quoted catalog schema.
+// The staging worker's SQL, in the project's convention: %[1]s is the
+// quoted catalog schema, further parts (quoted identifiers, or SQL built
+// from them) are %[2]s on, all filled in by catalog.Catalog.SQL.
 const (
 	sqlPendingSources = `
 SELECT s.id, s.schema_name, s.table_name, s.key_columns, s.key_types, s.cap_columns, s.cap_types, s.partitioned
@@ -188,4 +190,18 @@ FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
 WHERE i.indrelid = to_regclass(format('%I.%I', $1::text, $2::text)) AND i.indisunique
   AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid)
 ORDER BY i.indexrelid LIMIT 1`
+)
+
+// Statements around a source or target table (%[2]s, and %[3]s for a
+// constraint or a key list), and the fingerprint expression
+// (capture.Names.FingerprintSQL).
+const (
+	sqlSetFingerprint = `UPDATE %[1]s.sources s SET fingerprint = %[2]s WHERE id = $1`
+	sqlTableExists    = `SELECT to_regclass($1) IS NOT NULL`
+	sqlLockTable      = `LOCK TABLE %[2]s IN %[3]s MODE`
+	sqlAnalyze        = `ANALYZE %[2]s`
+	sqlHasRows        = `SELECT EXISTS (SELECT 1 FROM %[2]s)`
+	sqlCountReads     = `SELECT count(*) FROM (%[2]s) x`
+	sqlDropConstraint = `ALTER TABLE %[2]s DROP CONSTRAINT %[3]s`
+	sqlAddPrimaryKey  = `ALTER TABLE %[2]s ADD CONSTRAINT %[3]s PRIMARY KEY (%[4]s)`
 )

@@ -175,7 +175,7 @@ func (w *Worker) installPending(ctx context.Context) error {
 			if _, err := tx.Exec(ctx, w.Cat.SQL(sqlMarkInstalled), s.ID, parts, s.CapCols); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, fmt.Sprintf("UPDATE %s.sources s SET fingerprint = %s WHERE id = $1", w.Cat.Q(), w.Names.FingerprintSQL()), s.ID); err != nil {
+			if _, err := tx.Exec(ctx, w.Cat.SQL(sqlSetFingerprint, w.Names.FingerprintSQL()), s.ID); err != nil {
 				return err
 			}
 			if _, err := tx.Exec(ctx, w.Cat.SQL(sqlWaitDone), s.ID); err != nil {
@@ -290,7 +290,7 @@ func (w *Worker) buildStep(ctx context.Context) (bool, error) {
 		if done != nil {
 			// Fresh statistics, so the drain's plans over the new target
 			// use its indexes from the start.
-			if _, err := w.Pool.Exec(ctx, "ANALYZE "+done.Quoted()); err != nil {
+			if _, err := w.Pool.Exec(ctx, w.Cat.SQL(sqlAnalyze, done.Quoted())); err != nil {
 				w.Logger.Warn("analyzing a built target", "target", done.String(), "error", err)
 			}
 		}
@@ -472,7 +472,7 @@ func (w *Worker) checkPartitions(ctx context.Context) error {
 				// A new partition that is empty (created, not attached with
 				// rows) needs no correction: its row triggers came with it.
 				var has bool
-				if err := w.Pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+p+")").Scan(&has); err != nil {
+				if err := w.Pool.QueryRow(ctx, w.Cat.SQL(sqlHasRows, p)).Scan(&has); err != nil {
 					return err
 				}
 				if has {
@@ -550,7 +550,7 @@ func (w *Worker) detectDisruptions(ctx context.Context) error {
 		return err
 	}
 	var suspects int
-	if err := w.Pool.QueryRow(ctx, "SELECT count(*) FROM ("+w.Cat.SQL(sqlReadsCheck)+") x", capture.UnrecordedMark()).Scan(&suspects); err != nil {
+	if err := w.Pool.QueryRow(ctx, w.Cat.SQL(sqlCountReads, w.Cat.SQL(sqlReadsCheck)), capture.UnrecordedMark()).Scan(&suspects); err != nil {
 		return err
 	}
 	fnsChanged, err := funcwatch.AnyChanged(ctx, w.Pool, w.Cat)
