@@ -23,6 +23,9 @@ const (
 	ExitOK    = 0
 	ExitError = 1 // the command failed
 	ExitUsage = 2 // the command line is wrong
+	// ExitFound: a check ran and found a problem: self-check found the
+	// target diverged, detect-disruptions found disrupted capture.
+	ExitFound = 3
 )
 
 // Env is what the commands read from and write to. The zero value of a
@@ -68,6 +71,10 @@ func Run(ctx context.Context, args []string, env Env) int {
 		return ExitOK
 	}
 	fmt.Fprintf(env.Stderr, "trellis: %s\n", message(err))
+	var fe *foundError
+	if errors.As(err, &fe) {
+		return ExitFound
+	}
 	var ue *usageError
 	if errors.As(err, &ue) {
 		if cmd == nil {
@@ -97,7 +104,11 @@ incrementally, from one-line TRANSFORM statements:
   trellis status order_totals
 
 Every command connects to --url (default: the DATABASE_URL environment
-variable) and works on the Trellis instance whose catalog is --schema.`,
+variable) and works on the Trellis instance whose catalog is --schema.
+
+Exit status: 0 done; 1 the command failed (the message says why); 2 the
+command line is wrong; 3 a check found a problem (self-check: the target
+diverged; detect-disruptions: capture was disrupted, readers are paused).`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -122,7 +133,7 @@ variable) and works on the Trellis instance whose catalog is --schema.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &usageError{msg: err.Error()}
 	})
-	root.CompletionOptions.DisableDefaultCmd = true
+	root.CompletionOptions.HiddenDefaultCmd = false
 
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.url, "url", "", "database URL (postgres://... or key=value); default: the DATABASE_URL environment variable")
@@ -145,6 +156,7 @@ variable) and works on the Trellis instance whose catalog is --schema.`,
 		newWorkerCmd(g),
 		newDumpCmd(g),
 		newDemoCmd(g),
+		newVersionCmd(),
 	)
 	for _, add := range extraCommands {
 		root.AddCommand(add(g))
@@ -206,6 +218,12 @@ func (g *globals) bareTarget(qualified string) string {
 	}
 	return qualified
 }
+
+// foundError is a check that ran and found a problem: Run exits with
+// ExitFound.
+type foundError struct{ msg string }
+
+func (e *foundError) Error() string { return e.msg }
 
 // usageError is a command line that is wrong: Run exits with ExitUsage.
 type usageError struct{ msg string }

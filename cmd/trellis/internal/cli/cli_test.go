@@ -538,8 +538,23 @@ func TestDetectDisruptions(t *testing.T) {
 	}, 30*time.Second, 10*time.Millisecond)
 	require.Equal(t, "no capture disruptions", e.ok("detect-disruptions").lines()[0])
 	e.exec(`ALTER TABLE src DISABLE TRIGGER ALL; INSERT INTO src VALUES (1, 1); ALTER TABLE src ENABLE TRIGGER ALL`)
-	out := e.ok("detect-disruptions").stdout
-	require.Contains(t, out, "disrupted: public.src")
+	r := e.run("detect-disruptions")
+	require.Equal(t, cli.ExitFound, r.code, "it paused something: the exit status says so")
+	require.Contains(t, r.stdout, "disrupted: public.src")
+	require.Equal(t, "trellis: capture of 1 table is disrupted: their readers are paused\n", r.stderr)
 	st := e.ok("status", "copy").stdout
 	require.Contains(t, st, "paused")
+}
+
+func TestVersionAndCompletion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := runIn(ctx, "", "version")
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	require.Regexp(t, `^trellis \S+.* go1\.\d+`, r.stdout)
+	for shell, marker := range map[string]string{"bash": "bash completion", "zsh": "#compdef trellis", "fish": "complete -c trellis"} {
+		r := runIn(ctx, "", "completion", shell)
+		require.Equal(t, cli.ExitOK, r.code, r.stderr)
+		require.Contains(t, r.stdout, marker, shell)
+	}
 }

@@ -18,7 +18,7 @@ function replaced, the table gone), pauses the transforms reading such a
 table (their status shows a capture failure of kind disruption), and lists
 the tables whose capture stands disrupted. RESUME TRANSFORM reinstalls
 capture and re-derives the target. The staging worker runs the same check on
-its own cadence.`,
+its own cadence. It exits with status 3 when capture stands disrupted.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -39,7 +39,7 @@ its own cadence.`,
 			for _, t := range tables {
 				fmt.Fprintf(w, "disrupted: %s (its transforms are paused; RESUME TRANSFORM each to reinstall capture and rebuild)\n", t)
 			}
-			return nil
+			return &foundError{msg: fmt.Sprintf("capture of %s is disrupted: their readers are paused", plural(int64(len(tables)), "table"))}
 		},
 	}
 }

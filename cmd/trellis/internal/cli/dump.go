@@ -13,7 +13,7 @@ import (
 )
 
 func newDumpCmd(g *globals) *cobra.Command {
-	var file, pgDump string
+	var file, pgDump, appendTo string
 	cmd := &cobra.Command{
 		Use:   "dump [-f FILE] [--pg-dump PATH] [-- PG_DUMP_ARGS...]",
 		Short: "Write a schema-only dump that loads with the transforms defined",
@@ -34,9 +34,16 @@ pg_dump is looked for on PATH, then in /usr/lib/postgresql/*/bin (newest
 first), unless --pg-dump names it. Arguments after -- go to pg_dump; a dump
 that names its schemas (-n) must name the catalog schema too. The file is
 written only once the dump succeeded; without -f the dump goes to
-standard output.`,
+standard output.
+
+With --append FILE, no pg_dump runs: the definitions are appended to FILE,
+a schema dump another tool wrote (rails db:schema:dump with
+structure.sql, Django's or Ecto's structure dump, Atlas). The definitions
+are read once, so a define racing that tool's dump is not seen: run it
+after the dump, in the same deploy step.`,
 		Example: `  trellis dump -f structure.sql
   trellis dump -f structure.sql -- --no-owner -n public -n trellis
+  trellis dump --append db/structure.sql
   psql -v ON_ERROR_STOP=1 --single-transaction -d postgres://localhost/app_test -f structure.sql`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 && cmd.ArgsLenAtDash() != 0 {
@@ -45,6 +52,12 @@ standard output.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if appendTo != "" {
+				if file != "" || len(args) > 0 || pgDump != "" {
+					return usageErrorf("--append runs no pg_dump: give it alone, without -f, --pg-dump or pg_dump arguments")
+				}
+				return appendDefinitions(cmd, g, appendTo)
+			}
 			if err := dump.CheckArgs(args); err != nil {
 				return usageErrorf("%s", message(err))
 			}
@@ -84,6 +97,7 @@ standard output.`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&file, "file", "f", "", "write the dump to `FILE` (default: standard output)")
+	f.StringVar(&appendTo, "append", "", "append the definitions to `FILE`, a structure dump another tool wrote (no pg_dump runs)")
 	f.StringVar(&pgDump, "pg-dump", "", "the pg_dump program to run (default: found on PATH or in /usr/lib/postgresql/*/bin)")
 	return cmd
 }
@@ -109,5 +123,33 @@ func writeFileAtomic(name string, data []byte) error {
 		_ = os.Remove(tmp.Name())
 		return err
 	}
+	return nil
+}
+
+// appendDefinitions appends the instance's definitions to a structure
+// file another tool dumped.
+func appendDefinitions(cmd *cobra.Command, g *globals, name string) error {
+	ctx := cmd.Context()
+	if _, err := os.Stat(name); err != nil {
+		return fmt.Errorf("--append: %w (the file must exist: dump the schema first)", err)
+	}
+	c, err := g.connect(ctx, trellis.Options{})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	defs, err := c.DumpDefinitionsSQL(ctx)
+	if err != nil {
+		return migrateHint(g, err)
+	}
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	_, werr := f.WriteString("\n" + defs)
+	if err := errors.Join(werr, f.Close()); err != nil {
+		return fmt.Errorf("appending to %s: %w", name, err)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "definitions (schema %s) appended to %s\n", g.schema, name)
 	return nil
 }

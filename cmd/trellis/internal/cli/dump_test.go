@@ -107,3 +107,42 @@ func TestDumpRefusals(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "old", string(kept), "a failed dump leaves the file as it was")
 }
+
+// Another tool dumped the schema; --append adds the definitions, and the
+// file loads into a database that has the transforms.
+func TestDumpAppend(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(ordersDDL)
+	e.ok("migrate")
+	e.ok("apply", "TRANSFORM order_totals FROM orders SELECT price + tax AS total WHERE status = 'open'")
+	pgDump, err := dump.FindBinary("pg_dump")
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "structure.sql")
+	out, err := exec.CommandContext(e.ctx, pgDump, "--schema-only", "-f", file, "-d", e.url).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	r := e.ok("dump", "--append", file)
+	require.Equal(t, "definitions (schema trellis) appended to "+file+"\n", r.stdout)
+	written, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.Contains(t, string(written), "CREATE TABLE public.order_totals")
+	require.Contains(t, string(written), "TRANSFORM order_totals FROM orders")
+
+	url := testsupport.Database(t)
+	db, err := pgxpool.New(e.ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	e2 := &env{t: t, url: url, db: db, ctx: e.ctx}
+	psql, err := dump.FindBinary("psql")
+	require.NoError(t, err)
+	out, err = exec.CommandContext(e.ctx, psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "--single-transaction", "-d", url, "-f", file).CombinedOutput()
+	require.NoError(t, err, "loading the dump: %s", out)
+	require.Regexp(t, `(?m)^public\.order_totals\s+waiting_to_backfill\s`, e2.ok("definitions").stdout)
+
+	r = e.run("dump", "--append", filepath.Join(t.TempDir(), "missing.sql"))
+	require.Equal(t, cli.ExitError, r.code)
+	require.Contains(t, r.stderr, "the file must exist")
+	r = e.run("dump", "--append", file, "-f", file)
+	require.Equal(t, cli.ExitUsage, r.code)
+}

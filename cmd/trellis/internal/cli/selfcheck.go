@@ -33,7 +33,7 @@ missing from the target, extra in it, or differ, with examples, and what
 was left out (held keys, paused columns) and why it may be behind (drain
 failures). A drain worker of the fleet (trellis worker) runs the check;
 with none, it stays queued. If a check of TARGET is already running, this
-waits for that one. It exits with status 1 when the target diverged.
+waits for that one. It exits with status 3 when the target diverged, 1 when it could not check.
 
 --timeout is how long each page of the check waits for the target to
 catch up with its sources. --mode standard (the default) looks again at
@@ -85,8 +85,8 @@ strict does not: use it once writes have stopped.`,
 				return fmt.Errorf("the check of %s %s%s", g.bareTarget(done.Target), done.State, reason)
 			case done.Report.Outcome == trellis.SelfCheckDiverged:
 				r := done.Report
-				return fmt.Errorf("%s diverged from a fresh recompute: %d missing, %d extra, %d differing",
-					g.bareTarget(done.Target), r.Missing, r.Extra, r.Differing)
+				return &foundError{msg: fmt.Sprintf("%s diverged from a fresh recompute: %d missing, %d extra, %d differing",
+					g.bareTarget(done.Target), r.Missing, r.Extra, r.Differing)}
 			}
 			return nil
 		},

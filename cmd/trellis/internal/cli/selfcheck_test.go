@@ -29,7 +29,7 @@ func TestSelfCheckCommand(t *testing.T) {
 	e.exec(`DELETE FROM copy WHERE id = 4`)
 	e.exec(`INSERT INTO copy VALUES (1000, 1)`)
 	r = e.run("self-check", "public.copy", "--mode", "strict", "--timeout", "10s")
-	require.Equal(t, cli.ExitError, r.code, r.stderr)
+	require.Equal(t, cli.ExitFound, r.code, r.stderr)
 	require.Equal(t, []string{
 		"copy: diverged  101 keys compared (strict mode): 1 missing, 1 extra, 1 differing",
 		"  differing  3  w: 0 in the target, 6 recomputed",
@@ -39,7 +39,7 @@ func TestSelfCheckCommand(t *testing.T) {
 	require.Equal(t, "trellis: copy diverged from a fresh recompute: 1 missing, 1 extra, 1 differing\n", r.stderr)
 
 	r = e.run("self-check", "copy", "--json")
-	require.Equal(t, cli.ExitError, r.code, r.stderr)
+	require.Equal(t, cli.ExitFound, r.code, r.stderr)
 	var job map[string]any
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &job))
 	require.Equal(t, "public.copy", job["target"])
