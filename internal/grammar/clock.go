@@ -20,6 +20,23 @@ var clockFunctions = map[string]bool{
 	"timeofday":             true,
 }
 
+// sessionFunctions are built-in functions whose result depends on the
+// session or transaction evaluating them (the drain worker's), not on
+// their arguments: the role, settings, transaction ids, connection.
+var sessionFunctions = map[string]bool{
+	"current_setting": true, "current_schema": true, "current_schemas": true, "pg_my_temp_schema": true,
+	"txid_current": true, "txid_current_if_assigned": true, "txid_current_snapshot": true,
+	"pg_current_xact_id": true, "pg_current_xact_id_if_assigned": true, "pg_current_snapshot": true,
+	"pg_backend_pid": true, "pg_trigger_depth": true, "pg_postmaster_start_time": true, "pg_conf_load_time": true,
+	"inet_client_addr": true, "inet_client_port": true, "inet_server_addr": true, "inet_server_port": true,
+	"pg_has_role": true, "row_security_active": true,
+}
+
+// sessionMsg is the refusal of something that depends on the session.
+func sessionMsg(what string) string {
+	return what + " depends on the session that evaluates it (a drain worker's), not on the source rows: a transform cannot use it"
+}
+
 // clockMsg is the refusal of something that reads the clock, named as
 // written.
 func clockMsg(what string) string {
@@ -28,8 +45,8 @@ func clockMsg(what string) string {
 }
 
 // clockCall returns the refusal of a call to a function that reads the
-// clock ("" when it does not): the built-ins, unqualified or in
-// pg_catalog, and age with one argument (age(current_date, x)).
+// clock or the session ("" when it does not): the built-ins, unqualified
+// or in pg_catalog, and age with one argument (age(current_date, x)).
 func clockCall(n *pg.FuncCall) string {
 	parts := funcNameParts(n)
 	if len(parts) == 0 || len(parts) > 2 || (len(parts) == 2 && parts[0] != "pg_catalog") {
@@ -41,6 +58,8 @@ func clockCall(n *pg.FuncCall) string {
 		return clockMsg(strings.Join(parts, ".") + "()")
 	case name == "age" && len(n.GetArgs()) == 1:
 		return clockMsg(strings.Join(parts, ".") + "() with one argument")
+	case sessionFunctions[name] || (strings.HasPrefix(name, "has_") && strings.HasSuffix(name, "_privilege")):
+		return sessionMsg(strings.Join(parts, ".") + "()")
 	}
 	return ""
 }
@@ -60,8 +79,7 @@ func sqlValueMsg(op pg.SQLValueFunctionOp) string {
 	case pg.SQLValueFunctionOp_SVFOP_LOCALTIMESTAMP, pg.SQLValueFunctionOp_SVFOP_LOCALTIMESTAMP_N:
 		return clockMsg("LOCALTIMESTAMP")
 	}
-	name := strings.TrimPrefix(op.String(), "SVFOP_")
-	return name + " depends on the session that evaluates it, not on the source rows: a transform cannot use it"
+	return sessionMsg(strings.TrimPrefix(op.String(), "SVFOP_"))
 }
 
 // timeWord reports whether a node is a string constant that date and time

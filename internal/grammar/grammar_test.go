@@ -372,6 +372,8 @@ func TestParseErrors(t *testing.T) {
 		{"clock value function", "TRANSFORM t FROM s SELECT\n  current_date - a AS b", Invalid, 2, 3, "current_date", "CURRENT_DATE reads the clock"},
 		{"clock literal", "TRANSFORM t FROM s SELECT a AS b WHERE a > 'today'::date", Invalid, 1, 44, "'today'", "'today' reads the clock"},
 		{"one-argument age", "TRANSFORM t FROM s SELECT age(a) AS b", Invalid, 1, 27, "age", "age() with one argument reads the clock"},
+		{"session function", "TRANSFORM t FROM s SELECT a AS b WHERE a = current_setting('app.tenant')", Invalid, 1, 44, "current_setting", "current_setting() depends on the session"},
+		{"privilege function", "TRANSFORM t FROM s SELECT has_table_privilege('s', 'SELECT') AS b", Invalid, 1, 27, "has_table_privilege", "has_table_privilege() depends on the session"},
 		{"session value", "TRANSFORM t FROM s SELECT session_user AS b", Invalid, 1, 27, "session_user", "SESSION_USER depends on the session"},
 		{"GROUP BY position", "TRANSFORM t FROM s SELECT a AS a, count(*) AS n GROUP BY 1", Invalid, 1, 58, "1", "not constants or column positions"},
 		{"GROUP BY ROLLUP", "TRANSFORM t FROM s SELECT a AS a, count(*) AS n GROUP BY rollup(a)", Invalid, 1, 58, "rollup", "grouping sets"},
