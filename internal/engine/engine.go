@@ -418,7 +418,7 @@ func (e *Engine) drop(ctx context.Context, n grammar.Name) (trellistype.Applied,
 		if len(readers) > 0 {
 			return errs.New(trellistype.CodeConflict, "transform %s reads %s: drop it first", strings.Join(readers, ", "), t.Target)
 		}
-		if _, err := tx.Exec(ctx, "DROP TABLE IF EXISTS "+t.Target.Quoted()); err != nil {
+		if _, err := tx.Exec(ctx, e.Cat.SQL(sqlDropTarget, t.Target.Quoted())); err != nil {
 			return fmt.Errorf("dropping target %s: %w", t.Target, err)
 		}
 		if _, err := tx.Exec(ctx, e.Cat.SQL(sqlDeleteTrans), t.ID); err != nil {
@@ -504,13 +504,13 @@ func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (trellistype.Appli
 				return pgValidation(err, "adding column %s to %s", col, t.Target)
 			}
 			var typ string
-			if err := tx.QueryRow(ctx, "SELECT format_type($1::oid, $2)", fd[0].DataTypeOID, fd[0].TypeModifier).Scan(&typ); err != nil {
+			if err := tx.QueryRow(ctx, sqlFormatType, fd[0].DataTypeOID, fd[0].TypeModifier).Scan(&typ); err != nil {
 				return err
 			}
 			if typ == "unknown" {
 				typ = "text"
 			}
-			if _, err := tx.Exec(ctx, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s", t.Target.Quoted(), ident.Quote(col), typ)); err != nil {
+			if _, err := tx.Exec(ctx, e.Cat.SQL(sqlAddColumn, t.Target.Quoted(), ident.Quote(col), typ)); err != nil {
 				return pgValidation(err, "adding column %s to %s", col, t.Target)
 			}
 			sides, err := e.specSides(ctx, tx, spec)
@@ -544,7 +544,7 @@ func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (trellistype.Appli
 					return errs.New(trellistype.CodeConflict, "transform %s reads %s.%s: alter or drop it first", readers[i], t.Target, col)
 				}
 			}
-			if _, err := tx.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DROP COLUMN %s", t.Target.Quoted(), ident.Quote(col))); err != nil {
+			if _, err := tx.Exec(ctx, e.Cat.SQL(sqlDropColumn, t.Target.Quoted(), ident.Quote(col))); err != nil {
 				return fmt.Errorf("dropping column %s of %s: %w", col, t.Target, err)
 			}
 			spec = plan.DropColumn(spec, col)

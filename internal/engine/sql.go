@@ -2,7 +2,9 @@ package engine
 
 import "github.com/trellis-pg/trellis/internal/catalog"
 
-// The engine's SQL for statements and reads; %[1]s is the quoted catalog schema.
+// The engine's SQL for statements and reads, in the project's convention:
+// %[1]s is the quoted catalog schema, further parts (quoted identifiers, a
+// type) %[2]s on, all filled in by catalog.Catalog.SQL.
 const (
 
 	// Resolves a relation name; $1 is a quoted, possibly qualified name.
@@ -207,4 +209,13 @@ ON CONFLICT (transform_id, column_name) DO NOTHING`
 	sqlColumnUnquarantine = `
 WITH d AS (DELETE FROM %[1]s.quarantined_columns WHERE transform_id = $1 AND column_name = $2)
 DELETE FROM %[1]s.quarantine WHERE transform_id = $1 AND column_name = $2`
+)
+
+// Statements on a target table (%[2]s), a column of it (%[3]s) and a type
+// PostgreSQL formatted (%[4]s).
+const (
+	sqlDropTarget = `DROP TABLE IF EXISTS %[2]s`
+	sqlFormatType = `SELECT format_type($1::oid, $2)`
+	sqlAddColumn  = `ALTER TABLE %[2]s ADD COLUMN %[3]s %[4]s`
+	sqlDropColumn = `ALTER TABLE %[2]s DROP COLUMN %[3]s`
 )
