@@ -141,11 +141,11 @@ func runPgDump(ctx context.Context, o Options) ([]byte, error) {
 	return stdout.Bytes(), nil
 }
 
-// splitPassword takes the password out of a postgres:// URL; a key=value
-// string is returned as it is.
+// splitPassword takes the password out of a postgres:// URL or a
+// key=value connection string, so that it never reaches a command line.
 func splitPassword(conn string) (string, string) {
 	if !strings.HasPrefix(conn, "postgres://") && !strings.HasPrefix(conn, "postgresql://") {
-		return conn, ""
+		return splitKeywordPassword(conn)
 	}
 	u, err := url.Parse(conn)
 	if err != nil || u.User == nil {
@@ -157,6 +157,67 @@ func splitPassword(conn string) (string, string) {
 	}
 	u.User = url.User(u.User.Username())
 	return u.String(), pw
+}
+
+// splitKeywordPassword takes password=... out of a key=value connection
+// string (values bare, or single-quoted with \\ and \' escapes, as libpq
+// reads them).
+func splitKeywordPassword(conn string) (string, string) {
+	var kept []string
+	var password string
+	i := 0
+	for i < len(conn) {
+		for i < len(conn) && (conn[i] == ' ' || conn[i] == '\t' || conn[i] == '\n' || conn[i] == '\r') {
+			i++
+		}
+		if i >= len(conn) {
+			break
+		}
+		start := i
+		for i < len(conn) && conn[i] != '=' && conn[i] != ' ' {
+			i++
+		}
+		key := conn[start:i]
+		for i < len(conn) && conn[i] == ' ' {
+			i++
+		}
+		if i >= len(conn) || conn[i] != '=' {
+			return conn, "" // not a key=value string pg_dump would read either
+		}
+		i++
+		for i < len(conn) && conn[i] == ' ' {
+			i++
+		}
+		var val strings.Builder
+		if i < len(conn) && conn[i] == '\'' {
+			i++
+			for i < len(conn) && conn[i] != '\'' {
+				if conn[i] == '\\' && i+1 < len(conn) {
+					i++
+				}
+				val.WriteByte(conn[i])
+				i++
+			}
+			i++ // the closing quote
+		} else {
+			for i < len(conn) && conn[i] != ' ' && conn[i] != '\t' && conn[i] != '\n' {
+				if conn[i] == '\\' && i+1 < len(conn) {
+					i++
+				}
+				val.WriteByte(conn[i])
+				i++
+			}
+		}
+		if key == "password" {
+			password = val.String()
+			continue
+		}
+		kept = append(kept, key+"='"+strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(val.String())+"'")
+	}
+	if password == "" {
+		return conn, ""
+	}
+	return strings.Join(kept, " "), password
 }
 
 // createsSchema reports whether a plain-format dump creates schema (as

@@ -37,6 +37,8 @@ const (
 	// InstallWait bounds how long one pass waits for a source table's lock
 	// to install capture on it.
 	InstallWait = 2 * time.Second
+	// WakeDebounce is the least time between the starts of two passes.
+	WakeDebounce = 25 * time.Millisecond
 )
 
 // Worker is the staging worker of one instance.
@@ -64,7 +66,14 @@ type Worker struct {
 func (w *Worker) Run(ctx context.Context) {
 	defer w.Metrics.ForgetSample()
 	retry := backoff.Exponential{Min: 100 * time.Millisecond, Max: 5 * time.Second}
+	var last time.Time
 	for ctx.Err() == nil {
+		// Wake-ups are debounced: any role may NOTIFY the staging channel,
+		// and a flood of them makes at most one pass per WakeDebounce.
+		if wait := WakeDebounce - time.Since(last); wait > 0 {
+			backoff.Sleep(ctx, wait)
+		}
+		last = time.Now()
 		busy, err := w.Pass(ctx)
 		// Sampled whatever the pass did, so a database that fails every
 		// pass shows as failed samples (trellis_up 0), not as silence.

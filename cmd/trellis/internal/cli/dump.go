@@ -115,7 +115,8 @@ func writeFileAtomic(name string, data []byte) error {
 		_ = os.Remove(tmp.Name())
 		return err
 	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+	// A schema dump tells a lot about the database: only its owner reads it.
+	if err := os.Chmod(tmp.Name(), 0o600); err != nil {
 		_ = os.Remove(tmp.Name())
 		return err
 	}

@@ -31,6 +31,11 @@ func serveMetrics(addr string, logger *slog.Logger, ready func(context.Context) 
 	if addr == "" {
 		return func() {}, nil
 	}
+	// An address without a host (":9187") binds the loopback interface
+	// only; serving other hosts takes an explicit one ("0.0.0.0:9187").
+	if host, port, err := net.SplitHostPort(addr); err == nil && host == "" {
+		addr = net.JoinHostPort("127.0.0.1", port)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr: %w", err)

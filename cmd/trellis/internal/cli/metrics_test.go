@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,7 +55,7 @@ func TestWorkerMetricsAddr(t *testing.T) {
 	var logs syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- cli.Run(ctx, []string{"worker", "--drain", "1", "--metrics-addr", "127.0.0.1:0", "--url", e.url},
+		done <- cli.Run(ctx, []string{"worker", "--drain", "1", "--metrics-addr", ":0", "--url", e.url},
 			cli.Env{Stdout: io.Discard, Stderr: &logs})
 	}()
 	addrRe := regexp.MustCompile(`msg="serving metrics" addr=(\S+) path=/metrics`)
@@ -66,6 +67,7 @@ func TestWorkerMetricsAddr(t *testing.T) {
 		}
 		return m != nil
 	}, time.Minute, 10*time.Millisecond, "no address logged: %s", logs.String())
+	require.True(t, strings.HasPrefix(addr, "127.0.0.1:"), "an address without a host binds the loopback only: %s", addr)
 	url := "http://" + addr + "/metrics"
 
 	// The worker builds the target, then applies a write; the scrape shows

@@ -35,7 +35,7 @@ many rows or keys, and since when, then the reason and what to do.
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
+			w := safeWriter{cmd.OutOrStdout()}
 			if asJSON {
 				return writeJSON(w, list(entries))
 			}
@@ -131,7 +131,7 @@ command for the next page, with the cursor to pass to --after.`,
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
+			w := safeWriter{cmd.OutOrStdout()}
 			if asJSON {
 				return writeJSON(w, page)
 			}
@@ -146,7 +146,7 @@ command for the next page, with the cursor to pass to --after.`,
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "SRC_TABLE\tKEY\tERROR")
 			for _, s := range page.Samples {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", s.SrcTable, s.Key, oneLine(s.Error, 0))
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", s.SrcTable, printable(s.Key), oneLine(s.Error, 0))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -202,7 +202,7 @@ to the next call.`,
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
+			w := safeWriter{cmd.OutOrStdout()}
 			if asJSON {
 				return writeJSON(w, list(entries))
 			}
@@ -213,7 +213,7 @@ to the next call.`,
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "POISONED_AT\tTRANSFORM\tSRC_TABLE\tKEY\tERROR")
 			for _, p := range entries {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.PoisonedAt.Format(time.RFC3339Nano), p.Transform, p.SrcTable, p.Key, oneLine(p.Error, 0))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.PoisonedAt.Format(time.RFC3339Nano), p.Transform, p.SrcTable, printable(p.Key), oneLine(p.Error, 0))
 			}
 			if err := tw.Flush(); err != nil {
 				return err

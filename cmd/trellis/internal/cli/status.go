@@ -57,7 +57,7 @@ with what it means and how to fix it. --json prints the same as JSON.`,
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), statusJSON{st, cols, drainAlive})
 			}
-			writeStatus(cmd.OutOrStdout(), g, st, cols, held, drainAlive, time.Now())
+			writeStatus(safeWriter{cmd.OutOrStdout()}, g, st, cols, held, drainAlive, time.Now())
 			return nil
 		},
 	}
@@ -82,7 +82,7 @@ func newDefinitionsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
+			w := safeWriter{cmd.OutOrStdout()}
 			if asJSON {
 				return writeJSON(w, list(defs))
 			}
@@ -333,6 +333,23 @@ func pendingLine(st *trellis.Status) string {
 func shellWord(s string) string {
 	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/@+=,") == "" {
 		return s
+	}
+	if p := printable(s); p != s {
+		// Control characters: a $'...' word (bash, zsh, ksh) spells them
+		// with the same escapes, so the command still names the key.
+		var b strings.Builder
+		for _, r := range s {
+			switch {
+			case r == '\\' || r == '\'':
+				b.WriteByte('\\')
+				b.WriteRune(r)
+			case r == '\n' || r == '\t' || unsafeRune(r):
+				b.WriteString(escapeRune(r))
+			default:
+				b.WriteRune(r)
+			}
+		}
+		return "$'" + b.String() + "'"
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

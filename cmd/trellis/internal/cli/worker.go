@@ -108,7 +108,7 @@ connected, the database answers and its workers are alive (503 otherwise).`,
 	f.BoolVar(&staging, "staging", true, "run the instance's staging worker (exactly one process per instance)")
 	f.IntVar(&drain, "drain", 2, "number of drain workers")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	f.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, and /healthz and /readyz (e.g. :9187; port 0 picks a free one); off when empty")
+	f.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, and /healthz and /readyz (e.g. :9187, which binds 127.0.0.1 only; 0.0.0.0:9187 for every interface; port 0 picks a free one); off when empty")
 	return cmd
 }
 
