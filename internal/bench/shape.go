@@ -25,10 +25,17 @@ const (
 	// bench_tgt FROM bench_src SELECT v AS v, 100 / d AS r. The build
 	// quarantines r; the benchmarks measure the healthy column v.
 	Quarantine = "quarantine"
+	// Having: the groupby shape's source and definition with HAVING
+	// count(*) > 0 (every group passes it).
+	Having = "having"
+	// Global: the groupby shape's source; TRANSFORM bench_tgt FROM
+	// bench_src SELECT sum(v) AS total, count(*) AS n (no GROUP BY: one row,
+	// recomputed from every source row).
+	Global = "global"
 )
 
 // Shapes lists every shape; the first is the default.
-var Shapes = []string{Projection, GroupBy, Join, Quarantine}
+var Shapes = []string{Projection, GroupBy, Join, Quarantine, Having, Global}
 
 const (
 	shapeGroups    = 10_000 // groups of the groupby shape
@@ -56,6 +63,21 @@ func shapeOf(name string) shape {
 			definition: "SELECT grp AS grp, sum(v) AS total, count(*) AS n FROM %[1]s GROUP BY grp",
 			keys:       []string{"grp"}, vals: []string{"total", "n"},
 			pollKey: "grp", pollVal: "total",
+		}
+	case Having:
+		return shape{
+			name:       Having,
+			definition: "SELECT grp AS grp, sum(v) AS total, count(*) AS n FROM %[1]s GROUP BY grp HAVING count(*) > 0",
+			keys:       []string{"grp"}, vals: []string{"total", "n"},
+			pollKey: "grp", pollVal: "total",
+		}
+	case Global:
+		// No key column: the one row is polled as key 0.
+		return shape{
+			name:       Global,
+			definition: "SELECT sum(v) AS total, count(*) AS n FROM %[1]s",
+			vals:       []string{"total", "n"},
+			pollKey:    "0::bigint", pollVal: "total",
 		}
 	case Join:
 		return shape{
@@ -93,6 +115,10 @@ func (e *env) transform() string {
 		return fmt.Sprintf("TRANSFORM %s FROM %s s JOIN %s c ON c.id = s.customer_id SELECT s.id AS id, c.region AS region, s.v AS v", tgt, src, cust)
 	case Quarantine:
 		return fmt.Sprintf("TRANSFORM %s FROM %s SELECT v AS v, 100 / d AS r", tgt, src)
+	case Having:
+		return fmt.Sprintf("TRANSFORM %s FROM %s SELECT grp, sum(v) AS total, count(*) AS n GROUP BY grp HAVING count(*) > 0", tgt, src)
+	case Global:
+		return fmt.Sprintf("TRANSFORM %s FROM %s SELECT sum(v) AS total, count(*) AS n", tgt, src)
 	default:
 		return fmt.Sprintf("TRANSFORM %s FROM %s SELECT v AS v", tgt, src)
 	}
@@ -112,7 +138,7 @@ func (e *env) createSource(ctx context.Context, rows int) error {
 	src, cust := e.table("bench_src"), e.table("bench_customers")
 	var qs []string
 	switch e.shape.name {
-	case GroupBy:
+	case GroupBy, Having, Global:
 		qs = []string{
 			fmt.Sprintf("CREATE TABLE %s (id bigint NOT NULL, grp int NOT NULL, v int, filler text)", src),
 			fmt.Sprintf("INSERT INTO %s SELECT g, g %% %d, 0, repeat('x', %d) FROM generate_series(1, %d) g", src, shapeGroups, fillerWidth, rows),
@@ -165,10 +191,14 @@ func (e *env) mismatches(ctx context.Context) (int64, error) {
 		d = append(d, "d."+c)
 		t = append(t, "t."+c)
 	}
+	on := "ON true" // a global aggregate: one row each side
+	if len(e.shape.keys) > 0 {
+		on = "USING (" + strings.Join(e.shape.keys, ", ") + ")"
+	}
 	var n int64
 	err := e.pool.QueryRow(ctx, fmt.Sprintf(
-		"SELECT count(*) FROM (%s) d FULL JOIN %s t USING (%s) WHERE ROW(%s) IS DISTINCT FROM ROW(%s)",
-		e.definition(), e.table("bench_tgt"), strings.Join(e.shape.keys, ", "), strings.Join(d, ", "), strings.Join(t, ", "))).Scan(&n)
+		"SELECT count(*) FROM (%s) d FULL JOIN %s t %s WHERE ROW(%s) IS DISTINCT FROM ROW(%s)",
+		e.definition(), e.table("bench_tgt"), on, strings.Join(d, ", "), strings.Join(t, ", "))).Scan(&n)
 	return n, err
 }
 
@@ -178,12 +208,14 @@ func (e *env) mismatches(ctx context.Context) (int64, error) {
 // only grow.
 type prober struct {
 	groups bool
+	global bool // one group of every row, polled as key 0
 	rowV   map[int64]int64 // groupby: every written row's v (absent: 0)
 	total  map[int64]int64 // groupby: every written group's sum(v)
 }
 
 func (e *env) prober() *prober {
-	return &prober{groups: e.shape.name == GroupBy, rowV: map[int64]int64{}, total: map[int64]int64{}}
+	n := e.shape.name
+	return &prober{groups: n == GroupBy || n == Having || n == Global, global: n == Global, rowV: map[int64]int64{}, total: map[int64]int64{}}
 }
 
 // wrote records that row id now has v and returns the target key to poll
@@ -193,6 +225,9 @@ func (p *prober) wrote(id, v int64) (key, want int64) {
 		return id, v
 	}
 	g := id % shapeGroups
+	if p.global {
+		g = 0
+	}
 	p.total[g] += v - p.rowV[id]
 	p.rowV[id] = v
 	return g, p.total[g]
