@@ -208,7 +208,7 @@ func (e *env) mismatches(ctx context.Context) (int64, error) {
 // only grow.
 type prober struct {
 	groups bool
-	global bool // one group of every row, polled as key 0
+	global bool            // one group of every row, polled as key 0
 	rowV   map[int64]int64 // groupby: every written row's v (absent: 0)
 	total  map[int64]int64 // groupby: every written group's sum(v)
 }
