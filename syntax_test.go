@@ -136,3 +136,47 @@ func TestEverydaySyntaxRefusals(t *testing.T) {
 	require.Empty(t, defs)
 	require.Equal(t, [][]string{{"0"}}, e.rows(`SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename = 't'`))
 }
+
+// The new shapes travel through a schema dump: the loaded database builds
+// and maintains them from their dumped definitions.
+func TestEverydaySyntaxThroughSchemaDump(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	schema := `CREATE TABLE customers (id int PRIMARY KEY, region text);
+CREATE TABLE orders (id bigint PRIMARY KEY, customer_id int, price numeric, status text);`
+	e.exec(schema)
+	c := e.engine()
+	defs := []struct{ stmt, target, recompute string }{
+		{`TRANSFORM o_star FROM orders SELECT *`, "o_star", `SELECT id, customer_id, price, status FROM orders`},
+		{`TRANSFORM o_lines FROM orders o, customers c SELECT o.id, c.region, o.price WHERE o.customer_id = c.id`, "o_lines",
+			`SELECT o.id, c.id AS c_id, c.region, o.price FROM orders o JOIN customers c ON c.id = o.customer_id`},
+		{`TRANSFORM o_busy FROM orders SELECT customer_id, count(*) AS n GROUP BY customer_id HAVING count(*) > 3`, "o_busy",
+			`SELECT customer_id, count(*) AS n FROM orders GROUP BY customer_id HAVING count(*) > 3`},
+		{`TRANSFORM o_totals FROM orders SELECT count(*), sum(price) AS revenue`, "o_totals",
+			`SELECT count(*), sum(price) AS revenue FROM orders`},
+		{`TRANSFORM o_statuses FROM orders SELECT DISTINCT status`, "o_statuses", `SELECT DISTINCT status FROM orders`},
+	}
+	for _, d := range defs {
+		_, err := c.Define(e.ctx, d.stmt)
+		require.NoError(t, err, d.stmt)
+	}
+	for _, d := range defs {
+		e.waitState(c, d.target, trellis.StateLive)
+	}
+	res := e.structureDump(c, nil)
+
+	e2 := e.fresh()
+	e2.load(res.SQL)
+	e2.exec(`INSERT INTO customers SELECT g, 'r' || (g % 4) FROM generate_series(1, 20) g`)
+	e2.exec(`INSERT INTO orders SELECT g, g % 25, g % 50, CASE WHEN g % 3 = 0 THEN 'open' ELSE 'paid' END FROM generate_series(1, 200) g`)
+	c2 := e2.connect(trellis.Options{Staging: true, DrainWorkers: 2})
+	for _, d := range defs {
+		e2.waitState(c2, d.target, trellis.StateLive)
+	}
+	e2.exec(`UPDATE orders SET customer_id = 3, status = 'moved' WHERE id % 10 = 0`)
+	e2.exec(`DELETE FROM orders WHERE id % 11 = 0`)
+	e2.converge(c2)
+	for _, d := range defs {
+		e2.assertMatches(d.target, d.recompute)
+	}
+}
