@@ -520,6 +520,9 @@ func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (trellistype.Appli
 			if spec, err = plan.AddColumn(spec, s.Column, tables(sides)); err != nil {
 				return err
 			}
+			// The type as the target has it, like a defined column's: a
+			// paused (quarantined) column evaluates to a typed NULL.
+			spec.Columns[len(spec.Columns)-1].Type = typ
 			if _, err := tx.Exec(ctx, e.Cat.SQL(sqlColumnBuild), t.ID, col); err != nil {
 				return err
 			}
