@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -199,7 +200,11 @@ func (w *Worker) halt(ctx context.Context, cause error) bool {
 	case errors.As(cause, &se):
 		msg = fmt.Sprintf("applying changes to %s stopped: %s; reading its source fails on a row whatever the changed keys (a GROUP BY or JOIN expression raises on it). Fix the row, then RESUME", te.t.Target, pe.Message)
 	case pgerr.InClass(pe.Code, pgerrcode.SyntaxErrorOrAccessRuleViolation):
-		msg = fmt.Sprintf("applying changes to %s stopped: %s; the target was changed outside Trellis (fix it, or DROP TRANSFORM and define it again), then RESUME", te.t.Target, pe.Message)
+		if drift := w.targetDrift(ctx, te.t); drift != "" {
+			msg = fmt.Sprintf("applying changes to %s stopped: %s; the target was changed outside Trellis (%s): undo that, or DROP TRANSFORM and define it again, then RESUME", te.t.Target, pe.Message, drift)
+		} else {
+			msg = fmt.Sprintf("applying changes to %s stopped: the statement Trellis runs for the definition failed: %s (SQLSTATE %s; the target is as Trellis made it). Fix what the error names (a source column, a function or type the definition uses), then RESUME", te.t.Target, pe.Message, pe.Code)
+		}
 	default:
 		return false
 	}
@@ -219,6 +224,51 @@ func (w *Worker) halt(ctx context.Context, cause error) bool {
 	w.e.Logger.Error("applying halted on a transform; it is paused until RESUME", "target", te.t.Target.String(), "error", pe.Message)
 	w.e.Metrics.CaptureFailures(trellistype.CaptureFailureHalt, 1)
 	return true
+}
+
+// targetDrift says how a transform's target differs from what its
+// definition maintains (gone, a column missing or of another type), or ""
+// when it does not, or cannot be read.
+func (w *Worker) targetDrift(ctx context.Context, t *catalog.Transform) string {
+	rows, err := w.e.Pool.Query(ctx, sqlTargetColumns, t.Target.Quoted())
+	if err != nil {
+		return ""
+	}
+	have := map[string]string{}
+	for rows.Next() {
+		var n, typ string
+		if rows.Scan(&n, &typ) == nil {
+			have[n] = typ
+		}
+	}
+	rows.Close()
+	if rows.Err() != nil {
+		return ""
+	}
+	if len(have) == 0 {
+		return "the table is gone"
+	}
+	want := map[string]string{}
+	var order []string
+	for i, k := range t.Spec.Source.KeyCols {
+		if t.Plan().Kind() == plan.KindProjection {
+			want[k], order = t.Spec.Source.KeyTypes[i], append(order, k)
+		}
+	}
+	for _, c := range append(slices.Clone(t.Spec.Key), t.Spec.Columns...) {
+		want[c.Name], order = c.Type, append(order, c.Name)
+	}
+	var diffs []string
+	for _, n := range order {
+		got, ok := have[n]
+		switch {
+		case !ok:
+			diffs = append(diffs, "column "+n+" was dropped")
+		case want[n] != "" && got != want[n]:
+			diffs = append(diffs, fmt.Sprintf("column %s is %s, not %s", n, got, want[n]))
+		}
+	}
+	return strings.Join(diffs, ", ")
 }
 
 func (w *Worker) recordFailure(ctx context.Context, p *ledger.Page, srcs []int, cause error) {

@@ -7,6 +7,13 @@ UPDATE %[1]s.transforms SET state = 'paused', state_since = clock_timestamp(), p
     failure_kind = 'halt', failure_table = $2, failure_error = $3, failure_columns = '{}', failure_at = clock_timestamp()
 WHERE id = $1 AND state <> 'paused'`
 
+	// The target's columns and their types, as the table is now (none
+	// when it is gone).
+	sqlTargetColumns = `
+SELECT a.attname::text, format_type(a.atttypid, a.atttypmod)
+FROM pg_attribute a
+WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`
+
 	sqlSourceNames = `SELECT id, schema_name || '.' || table_name FROM %[1]s.sources WHERE id = ANY($1::int[])`
 
 	sqlQuarantinedColumns = `SELECT transform_id, array_agg(column_name) FROM %[1]s.quarantined_columns WHERE error <> '' GROUP BY transform_id`

@@ -287,7 +287,7 @@ func writeStatus(w io.Writer, g *globals, st *trellis.Status, cols []trellis.Qua
 			fix = fmt.Sprintf("capture on %s was disabled, dropped or replaced outside Trellis, so rows written meanwhile never reached the target: %s reinstalls capture and rebuilds the target",
 				f.SourceTable, resume)
 		case trellis.CaptureFailureHalt:
-			fix = fmt.Sprintf("the target was changed outside Trellis, so applying to it stopped: undo that change to %s, or DROP TRANSFORM %s and define it again; then %s (it rebuilds the target)",
+			fix = fmt.Sprintf("applying to %s stopped on the error above, which says what failed (a change made to the target outside Trellis, or a source column, function or type the definition uses): fix that, or DROP TRANSFORM %s and define it again; then %s (it rebuilds the target)",
 				st.Target, name, resume)
 		default:
 			what := "columns it reads"

@@ -107,7 +107,7 @@ func TestStatusFixes(t *testing.T) {
 			st: trellis.Status{State: trellis.StatePaused, PausedReason: "halted",
 				CaptureFailure: &trellis.CaptureFailure{Kind: trellis.CaptureFailureHalt, SourceTable: "public.t", Error: "halted", DetectedAt: at}},
 			want: []string{
-				"the target was changed outside Trellis, so applying to it stopped: undo that change to public.t, or DROP TRANSFORM t and define it again; then `trellis apply 'RESUME TRANSFORM t'` (it rebuilds the target)\n",
+				"applying to public.t stopped on the error above, which says what failed (a change made to the target outside Trellis, or a source column, function or type the definition uses): fix that, or DROP TRANSFORM t and define it again; then `trellis apply 'RESUME TRANSFORM t'` (it rebuilds the target)\n",
 			},
 		},
 		{
