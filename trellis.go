@@ -448,7 +448,13 @@ func (c *Client) WatermarkToken(ctx context.Context) (Watermark, error) {
 // its targets (and the targets of transforms reading them), or timeout
 // passes: then it returns a CodeTimeout error; call again to wait longer.
 // A call never waits past CallTimeout. It waits for captured changes only:
-// a transform that is not live yet may still miss rows.
+// a transform that is not live yet may still miss rows, and rows that
+// arrive or leave with a partition (ATTACH or DETACH PARTITION on a
+// partitioned source) are not captured changes: the staging worker notices
+// the partition on its next pass and corrects the readers, which report
+// StateBackfilling with Status.Correcting until they agree again. After an
+// ATTACH or DETACH, wait for that (Correcting empty, the state live)
+// rather than for a watermark.
 func (c *Client) AwaitConverged(ctx context.Context, token Watermark, timeout time.Duration) error {
 	if token.IsZero() {
 		return newError(CodeValidation, "AwaitConverged needs a token from WatermarkToken")
