@@ -111,12 +111,12 @@ func TestSourceIndexGaps(t *testing.T) {
 	st, err := c.Status(e.ctx, "per_customer")
 	require.NoError(t, err)
 	require.Equal(t, []trellis.SourceIndexGap{{Table: "public.orders", Columns: []string{"customer_id"}, Role: trellis.RoleGroupBy,
-		Fix: `CREATE INDEX ON "public"."orders" ("customer_id");`}}, st.SourceIndexGaps)
+		Fix: `CREATE INDEX ON "public"."orders" USING btree (customer_id);`}}, st.SourceIndexGaps)
 	st, err = c.Status(e.ctx, "lines")
 	require.NoError(t, err)
 	// customers.id is its primary key: only the FROM side lacks an index.
 	require.Equal(t, []trellis.SourceIndexGap{{Table: "public.orders", Columns: []string{"customer_id"}, Role: trellis.RoleJoinFrom,
-		OptedOut: true, Fix: `CREATE INDEX ON "public"."orders" ("customer_id");`}}, st.SourceIndexGaps)
+		OptedOut: true, Fix: `CREATE INDEX ON "public"."orders" USING btree (customer_id);`}}, st.SourceIndexGaps)
 
 	// Trellis never creates it; once the user does, the gaps are gone.
 	e.exec(st.SourceIndexGaps[0].Fix)
@@ -329,4 +329,49 @@ func TestJoinOnSeveralColumns(t *testing.T) {
 	e.converge(c)
 	e.assertMatches("sale_amounts", amounts)
 	e.assertMatches("store_revenue", revenue)
+}
+
+// Every fix a source index gap offers is a statement PostgreSQL accepts
+// (each is run here) and closes the gap; a gap no index can serve (an
+// expression that is not IMMUTABLE) says so instead of offering one.
+func TestSourceIndexGapFixesRun(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE events (id int PRIMARY KEY, "User Name" text, at timestamptz, day timestamp, "Kind" int)`)
+	e.exec(`CREATE TABLE kinds (id int PRIMARY KEY, "Kind Code" int, label text)`)
+	e.exec(`INSERT INTO events SELECT g, 'u' || (g % 3), now(), localtimestamp, g % 2 FROM generate_series(1, 20) g`)
+	c := e.engine()
+	defs := map[string]string{
+		"by_user":    `TRANSFORM by_user FROM events SELECT "User Name" AS who, count(*) AS n GROUP BY "User Name"`,
+		"by_day":     `TRANSFORM by_day FROM events e SELECT date_trunc('day', e.day) AS d, count(*) AS n GROUP BY date_trunc('day', e.day)`,
+		"by_day_tz":  `TRANSFORM by_day_tz FROM events e SELECT date_trunc('day', e.at) AS d, count(*) AS n GROUP BY date_trunc('day', e.at)`,
+		"with_kinds": `TRANSFORM with_kinds FROM events e JOIN kinds k ON e."Kind" = k."Kind Code" SELECT k.label AS label`,
+	}
+	for _, d := range defs {
+		_, err := c.Define(e.ctx, d)
+		require.NoError(t, err, d)
+	}
+	for target := range defs {
+		st, err := c.Status(e.ctx, target)
+		require.NoError(t, err)
+		require.NotEmpty(t, st.SourceIndexGaps, target)
+		for _, g := range st.SourceIndexGaps {
+			if target == "by_day_tz" {
+				require.Empty(t, g.Fix, target)
+				require.Contains(t, g.NoFix, "IMMUTABLE", target)
+				continue
+			}
+			require.Empty(t, g.NoFix, target)
+			e.exec(g.Fix)
+		}
+	}
+	for target := range defs {
+		st, err := c.Status(e.ctx, target)
+		require.NoError(t, err)
+		if target == "by_day_tz" {
+			require.Len(t, st.SourceIndexGaps, 1)
+			continue
+		}
+		require.Empty(t, st.SourceIndexGaps, "%s: the fixes closed its gaps", target)
+	}
 }

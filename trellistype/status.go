@@ -181,8 +181,13 @@ type SourceIndexGap struct {
 	Columns  []string  `json:"columns"`
 	Role     IndexRole `json:"role"`
 	OptedOut bool      `json:"opted_out"`
-	// Fix is the CREATE INDEX statement that closes the gap.
+	// Fix is the CREATE INDEX statement that closes the gap, as
+	// PostgreSQL accepts it for the table; "" when no index can serve
+	// (NoFix says why).
 	Fix string `json:"fix"`
+	// NoFix says why no index can serve the gap (an expression that is not
+	// IMMUTABLE, say); "" when Fix is set.
+	NoFix string `json:"no_fix,omitempty"`
 }
 
 // MarshalJSON prints Columns as an array.

@@ -11,8 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
@@ -45,6 +46,10 @@ type Engine struct {
 	Metrics *metrics.Instance
 	// Ledger answers watermark waits (the call pool's).
 	Ledger *ledger.Ledger
+
+	// indexFixes caches the CREATE INDEX a source index gap offers, as
+	// PostgreSQL checked it (status.go).
+	indexFixes sync.Map
 }
 
 // Parse parses a statement into an engine error on failure: CodeParse for

@@ -209,6 +209,17 @@ ON CONFLICT (transform_id, column_name) DO NOTHING`
 	sqlColumnUnquarantine = `
 WITH d AS (DELETE FROM %[1]s.quarantined_columns WHERE transform_id = $1 AND column_name = $2)
 DELETE FROM %[1]s.quarantine WHERE transform_id = $1 AND column_name = $2`
+
+	// A source index gap's fix, checked on an empty copy of the table
+	// named as the definition's alias (so its qualified column references
+	// resolve), then rendered back by PostgreSQL: %s are the quoted alias,
+	// then the table, then the index's expressions.
+	sqlIndexProbeTable = `CREATE TEMPORARY TABLE %s (LIKE %s) ON COMMIT DROP`
+	sqlIndexProbe      = `CREATE INDEX trellis_index_probe ON pg_temp.%s (%s)`
+	sqlIndexProbeDef   = `
+SELECT pg_get_indexdef(i.oid), array_agg(pg_get_indexdef(i.oid, k.n, true) ORDER BY k.n)
+FROM (SELECT 'pg_temp.trellis_index_probe'::regclass::oid AS oid) i CROSS JOIN generate_series(1, $1::int) AS k(n)
+GROUP BY i.oid`
 )
 
 // Statements on a target table (%[2]s), a column of it (%[3]s) and a type

@@ -1,29 +1,78 @@
 package engine
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
 	"strings"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/ident"
+	"github.com/trellis-pg/trellis/internal/pgerr"
 	"github.com/trellis-pg/trellis/internal/plan"
 	"github.com/trellis-pg/trellis/trellistype"
 )
 
 var plainColumn = regexp.MustCompile(`^(?:"?[A-Za-z_][A-Za-z0-9_$]*"?\.)?"?([A-Za-z_][A-Za-z0-9_$ ]*)"?$`)
 
+// neededIndex is an index a definition's maintenance relies on: the gap
+// to report, and the table's alias and the expressions (as the definition
+// writes them) to index.
+type neededIndex struct {
+	gap   trellistype.SourceIndexGap
+	alias string
+	exprs []string
+}
+
 // neededIndexes lists the indexes a definition's maintenance relies on.
-func neededIndexes(spec plan.Spec) []trellistype.SourceIndexGap {
+func neededIndexes(spec plan.Spec) []neededIndex {
 	if spec.Global {
 		// A global aggregate recomputes its one row from every row: no
 		// index finds anything for it.
 		return nil
 	}
+	var needs []neededIndex
+	alias := func(s plan.Source) string { return cmp.Or(s.Alias, s.Table) }
+	quoted := func(cols []string) []string {
+		out := make([]string, len(cols))
+		for i, c := range cols {
+			out[i] = ident.Quote(c)
+		}
+		return out
+	}
+	if len(spec.GroupBy) > 0 {
+		groupSide := spec.Source
+		if j := spec.Join; j != nil && spec.GroupJoined {
+			groupSide = j.Source
+		}
+		needs = append(needs, neededIndex{alias: alias(groupSide), exprs: spec.GroupBy})
+	}
+	if j := spec.Join; j != nil {
+		var from, joined []string
+		for _, on := range j.On {
+			from = append(from, on.From)
+			joined = append(joined, on.Joined)
+		}
+		needs = append(needs, neededIndex{alias: alias(spec.Source), exprs: quoted(from)},
+			neededIndex{alias: alias(j.Source), exprs: quoted(joined)})
+	}
+	for i, g := range gapsOf(spec) {
+		needs[i].gap = g
+	}
+	return needs
+}
+
+// gapsOf lists the gaps a definition can have, with their columns and a
+// fix written from the definition's text (IndexGaps replaces it with the
+// one PostgreSQL accepts).
+func gapsOf(spec plan.Spec) []trellistype.SourceIndexGap {
 	var out []trellistype.SourceIndexGap
 	table := func(s plan.Source) string { return s.Schema + "." + s.Table }
 	if len(spec.GroupBy) > 0 {
@@ -75,7 +124,8 @@ func normalizeExpr(s string) string {
 // IndexGaps returns the indexes a transform needs that its sources lack.
 func (e *Engine) IndexGaps(ctx context.Context, q catalog.Querier, spec plan.Spec) ([]trellistype.SourceIndexGap, error) {
 	var gaps []trellistype.SourceIndexGap
-	for _, g := range neededIndexes(spec) {
+	for _, need := range neededIndexes(spec) {
+		g := need.gap
 		schema, name, _ := strings.Cut(g.Table, ".")
 		rows, err := q.Query(ctx, sqlIndexLeads, ident.Qualified(schema, name), len(g.Columns))
 		if err != nil {
@@ -103,10 +153,98 @@ func (e *Engine) IndexGaps(ctx context.Context, q catalog.Querier, spec plan.Spe
 			}
 		}
 		if !found {
+			var probed []string
+			g.Fix, g.NoFix, probed = e.indexFix(ctx, plan.Source{Schema: schema, Table: name}, need.alias, need.exprs, g.Fix)
+			// The columns as PostgreSQL renders them ('day'::text for
+			// 'day'), compared with the table's indexes again.
+			if probed != nil {
+				for i := range probed {
+					probed[i] = normalizeExpr(probed[i])
+				}
+				slices.Sort(probed)
+				for _, lead := range leads {
+					have := make([]string, len(lead))
+					for i, c := range lead {
+						have[i] = normalizeExpr(c)
+					}
+					slices.Sort(have)
+					found = found || slices.Equal(have, probed)
+				}
+			}
+		}
+		if !found {
 			gaps = append(gaps, g)
 		}
 	}
 	return gaps, nil
+}
+
+// indexFix is the CREATE INDEX statement over exprs (as the definition
+// writes them, qualified by alias) that PostgreSQL accepts for table,
+// found by creating it on an empty copy of the table named as the alias,
+// in a transaction that is rolled back, and rendering it back; or "" and
+// why no index can serve. A fix that cannot be checked (the database
+// refusing a temporary table, say) is the text written from the
+// definition. Results are cached by table and expressions.
+func (e *Engine) indexFix(ctx context.Context, table plan.Source, alias string, exprs []string, written string) (string, string, []string) {
+	type fix struct {
+		fix, noFix string
+		leads      []string
+	}
+	key := table.Schema + "\x00" + table.Table + "\x00" + alias + "\x00" + strings.Join(exprs, "\x00")
+	if f, ok := e.indexFixes.Load(key); ok {
+		return f.(fix).fix, f.(fix).noFix, slices.Clone(f.(fix).leads)
+	}
+	var leads []string
+	parts := make([]string, len(exprs))
+	for i, x := range exprs {
+		parts[i] = "(" + x + ")"
+	}
+	var def string
+	err := pgx.BeginFunc(ctx, e.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, fmt.Sprintf(sqlIndexProbeTable, ident.Quote(alias), ident.Qualified(table.Schema, table.Table))); err != nil {
+			return err
+		}
+		sp, err := tx.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		if _, err := sp.Exec(ctx, fmt.Sprintf(sqlIndexProbe, ident.Quote(alias), strings.Join(parts, ", "))); err != nil {
+			return err
+		}
+		if err := sp.QueryRow(ctx, sqlIndexProbeDef, len(exprs)).Scan(&def, &leads); err != nil {
+			return err
+		}
+		return errRollback
+	})
+	var f fix
+	switch {
+	case errors.Is(err, errRollback):
+		_, cols, ok := strings.Cut(def, " USING ")
+		if !ok {
+			return written, "", nil
+		}
+		f.fix = "CREATE INDEX ON " + ident.Qualified(table.Schema, table.Table) + " USING " + cols + ";"
+		f.leads = leads
+	case pgerr.InClass(pgerr.Code(err), pgerrcode.SyntaxErrorOrAccessRuleViolation, pgerrcode.ObjectNotInPrerequisiteState, pgerrcode.FeatureNotSupported):
+		f.noFix = "no index can serve it: " + pgMessage(err)
+	default:
+		return written, "", nil // not checked; not cached
+	}
+	e.indexFixes.Store(key, f)
+	return f.fix, f.noFix, slices.Clone(f.leads)
+}
+
+// errRollback ends a transaction that was only a check.
+var errRollback = errors.New("rolled back")
+
+// pgMessage is a PostgreSQL error's message, or the error's text.
+func pgMessage(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Message
+	}
+	return err.Error()
 }
 
 // Corrections lists the partitions a transform is being corrected for.

@@ -357,7 +357,7 @@ INSERT INTO orders SELECT g, g % 7, g FROM generate_series(1, 50) g`)
 	r := e.ok("status", "per_customer")
 	require.Contains(t, r.stdout, "\nmissing source indexes: ")
 	require.Contains(t, r.stdout, "Trellis never creates indexes itself\n")
-	require.Contains(t, r.stdout, "\n  public.orders (customer_id) for group_by: run: CREATE INDEX ON \"public\".\"orders\" (\"customer_id\");\n")
+	require.Contains(t, r.stdout, "\n  public.orders (customer_id) for group_by: run: CREATE INDEX ON \"public\".\"orders\" USING btree (customer_id);\n")
 	require.NotContains(t, r.stdout, "opted out")
 
 	r = e.ok("status", "--json", "per_customer")
@@ -366,7 +366,7 @@ INSERT INTO orders SELECT g, g % 7, g FROM generate_series(1, 50) g`)
 	}
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
 	require.Equal(t, []map[string]any{{"table": "public.orders", "columns": []any{"customer_id"}, "role": "group_by",
-		"opted_out": false, "fix": `CREATE INDEX ON "public"."orders" ("customer_id");`}}, st.Gaps)
+		"opted_out": false, "fix": `CREATE INDEX ON "public"."orders" USING btree (customer_id);`}}, st.Gaps)
 
 	// Running the fix closes the gap.
 	e.exec(st.Gaps[0]["fix"].(string))

@@ -266,6 +266,10 @@ func writeStatus(w io.Writer, g *globals, st *trellis.Status, cols []trellis.Qua
 		if gap.OptedOut {
 			opted = ", opted out (WITHOUT SOURCE INDEX)"
 		}
+		if gap.Fix == "" {
+			fmt.Fprintf(w, "  %s (%s) for %s%s: %s\n", gap.Table, strings.Join(gap.Columns, ", "), gap.Role, opted, gap.NoFix)
+			continue
+		}
 		fmt.Fprintf(w, "  %s (%s) for %s%s: run: %s\n", gap.Table, strings.Join(gap.Columns, ", "), gap.Role, opted, gap.Fix)
 	}
 	for _, n := range st.Correcting {
