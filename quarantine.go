@@ -5,14 +5,6 @@ import (
 	"time"
 )
 
-// SampleOptions page SampleQuarantined.
-type SampleOptions struct {
-	// Limit is the most rows to return; 0 means 100.
-	Limit int
-	// After is the NextCursor of the previous page; nil for the first.
-	After *Cursor
-}
-
 // ParseCursor reads a cursor from its String form.
 func ParseCursor(s string) (*Cursor, error) {
 	var c Cursor

@@ -10,17 +10,6 @@ import (
 	"github.com/trellis-pg/trellis/internal/selfcheck"
 )
 
-// SelfCheckOptions configure SelfCheck.
-type SelfCheckOptions struct {
-	// Timeout is how long each page of the check waits for the target to
-	// catch up with its sources, per wait (a standard check waits up to
-	// twice per page, a strict one once), and how long the job waits for
-	// a transform that is not live yet to become live. Required.
-	Timeout time.Duration
-	// Mode is SelfCheckStandard (the default) or SelfCheckStrict.
-	Mode SelfCheckMode
-}
-
 // SelfCheck starts a background check of target ("order_totals" or
 // "public.order_totals") against a fresh recompute of its definition, and
 // returns the job at once; poll Client.SelfCheckJob with its ID until it

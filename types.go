@@ -107,6 +107,9 @@ type PoisonSample = trellistype.PoisonSample
 // SamplePage is one page of SampleQuarantined, ordered by (SrcTable, Key).
 type SamplePage = trellistype.SamplePage
 
+// SampleOptions page SampleQuarantined.
+type SampleOptions = trellistype.SampleOptions
+
 // Cursor is where a SamplePage ends: opaque, with a String form that
 // ParseCursor reads back.
 type Cursor = trellistype.Cursor
@@ -119,6 +122,9 @@ const (
 	SelfCheckStandard = trellistype.SelfCheckStandard
 	SelfCheckStrict   = trellistype.SelfCheckStrict
 )
+
+// SelfCheckOptions configure SelfCheck.
+type SelfCheckOptions = trellistype.SelfCheckOptions
 
 // SelfCheckState is where a self-check job is.
 type SelfCheckState = trellistype.SelfCheckState

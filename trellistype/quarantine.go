@@ -80,6 +80,14 @@ func (p SamplePage) MarshalJSON() ([]byte, error) {
 	return json.Marshal(arrays(plain(p)))
 }
 
+// SampleOptions page Client.SampleQuarantined.
+type SampleOptions struct {
+	// Limit is the most rows to return; 0 means 100.
+	Limit int `json:"limit"`
+	// After is the NextCursor of the previous page; nil for the first.
+	After *Cursor `json:"after"`
+}
+
 // Cursor is where a SamplePage ends: opaque, with a String form that
 // UnmarshalText (and trellis.ParseCursor) reads back; the CLI prints and
 // accepts it, and JSON carries the same string.

@@ -19,6 +19,17 @@ const (
 	SelfCheckStrict SelfCheckMode = "strict"
 )
 
+// SelfCheckOptions configure Client.SelfCheck.
+type SelfCheckOptions struct {
+	// Timeout is how long each page of the check waits for the target to
+	// catch up with its sources, per wait (a standard check waits up to
+	// twice per page, a strict one once), and how long the job waits for
+	// a transform that is not live yet to become live. Required.
+	Timeout time.Duration `json:"timeout"`
+	// Mode is SelfCheckStandard (the default) or SelfCheckStrict.
+	Mode SelfCheckMode `json:"mode"`
+}
+
 // SelfCheckState is where a self-check job is.
 type SelfCheckState string
 
