@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/trellis-pg/trellis"
+	"github.com/trellis-pg/trellis/internal/backoff"
 )
 
 // waitPoll is how often --wait reads the statuses.
@@ -50,10 +51,8 @@ func waitLive(ctx context.Context, c *trellis.Client, g *globals, targets []stri
 			return nil
 		}
 		pending = still
-		select {
-		case <-ctx.Done():
+		if !backoff.Sleep(ctx, waitPoll) {
 			return fmt.Errorf("%s is not live after %s", g.bareTarget(pending[0]), timeout)
-		case <-time.After(waitPoll):
 		}
 	}
 }
