@@ -128,6 +128,9 @@ func compileGrouped(spec *Spec, s *grammar.Transform, tables []*Table, need func
 			return err
 		}
 		if groupSide >= 0 && i != groupSide {
+			if s.Distinct {
+				return errs.New(trellistype.CodeValidation, "SELECT DISTINCT over a JOIN must select columns of one of its tables (DISTINCT is a GROUP BY of its outputs, and the GROUP BY expressions of a JOIN must all read one table)")
+			}
 			return errs.New(trellistype.CodeValidation, "the GROUP BY expressions of a JOIN must all read columns of one of its tables")
 		}
 		groupSide = i
