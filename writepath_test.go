@@ -351,3 +351,32 @@ func TestDefineRefusesWhatCannotBeMaintained(t *testing.T) {
 	require.NotNil(t, st, "the transform in schema sales is still there")
 	require.Equal(t, [][]string{{"true"}}, e.rows(`SELECT to_regclass('sales.totals') IS NOT NULL`))
 }
+
+// A target renamed and replaced by another table under its name: the
+// drain never writes the impostor, the transform halts saying why, and
+// DROP TRANSFORM leaves the impostor alone.
+func TestTargetsAreTrackedByOID(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE src (id int PRIMARY KEY, v int)`)
+	e.exec(`INSERT INTO src SELECT i, i FROM generate_series(1, 10) i`)
+	c := e.engine()
+	_, err := c.Define(e.ctx, "TRANSFORM copy FROM src SELECT v AS v")
+	require.NoError(t, err)
+	e.waitState(c, "copy", trellis.StateLive)
+
+	e.exec(`ALTER TABLE copy RENAME TO copy_old`)
+	e.exec(`CREATE TABLE copy (id int PRIMARY KEY, v int)`)
+	e.exec(`INSERT INTO copy VALUES (1, -1), (2, -2)`)
+	e.exec(`UPDATE src SET v = v + 100`)
+	st := e.waitState(c, "copy", trellis.StatePaused)
+	require.NotNil(t, st.CaptureFailure)
+	require.Equal(t, trellis.CaptureFailureHalt, st.CaptureFailure.Kind)
+	require.Contains(t, st.CaptureFailure.Error, "no longer the target Trellis created")
+	require.Equal(t, [][]string{{"1", "-1"}, {"2", "-2"}}, e.rows(`SELECT id, v FROM copy ORDER BY id`), "the impostor is untouched")
+
+	_, err = c.Apply(e.ctx, "DROP TRANSFORM copy")
+	require.NoError(t, err)
+	require.Equal(t, [][]string{{"2"}}, e.rows(`SELECT count(*) FROM copy`), "DROP TRANSFORM dropped a table it did not create")
+	require.Equal(t, [][]string{{"10"}}, e.rows(`SELECT count(*) FROM copy_old`))
+}

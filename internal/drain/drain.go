@@ -184,6 +184,15 @@ type transformError struct {
 func (e *transformError) Error() string { return e.err.Error() }
 func (e *transformError) Unwrap() error { return e.err }
 
+// targetMoved says the table under a target's name is not the one its
+// transform created (renamed, dropped, or replaced).
+type targetMoved struct{ target string }
+
+func (e *targetMoved) Error() string {
+	return fmt.Sprintf("the table %s is no longer the target Trellis created (it was renamed, dropped or replaced outside Trellis); "+
+		"rename it back, or DROP TRANSFORM and define it again (which drops only a table Trellis created), then RESUME", e.target)
+}
+
 // halt stops applying to a transform whose target no longer fits its
 // definition (dropped, a column dropped or retyped outside Trellis): it is
 // paused with a capture failure of kind halt, so the page goes on for every
@@ -192,11 +201,16 @@ func (w *Worker) halt(ctx context.Context, cause error) bool {
 	var te *transformError
 	var pe *pgconn.PgError
 	var se *recompute.StopError
-	if !errors.As(cause, &te) || !errors.As(cause, &pe) {
+	var moved *targetMoved
+	if !errors.As(cause, &te) {
 		return false
 	}
 	var msg string
 	switch {
+	case errors.As(cause, &moved):
+		msg = fmt.Sprintf("applying changes to %s stopped: %s", te.t.Target, moved.Error())
+	case !errors.As(cause, &pe):
+		return false
 	case errors.As(cause, &se):
 		msg = fmt.Sprintf("applying changes to %s stopped: %s; reading its source fails on a row whatever the changed keys (a GROUP BY or JOIN expression raises on it). Fix the row, then RESUME", te.t.Target, pe.Message)
 	case pgerr.InClass(pe.Code, pgerrcode.SyntaxErrorOrAccessRuleViolation):
@@ -221,7 +235,7 @@ func (w *Worker) halt(ctx context.Context, cause error) bool {
 		w.e.Logger.Error("recording a halt", "target", te.t.Target.String(), "error", err)
 		return false
 	}
-	w.e.Logger.Error("applying halted on a transform; it is paused until RESUME", "target", te.t.Target.String(), "error", pe.Message)
+	w.e.Logger.Error("applying halted on a transform; it is paused until RESUME", "target", te.t.Target.String(), "error", msg)
 	w.e.Metrics.CaptureFailures(trellistype.CaptureFailureHalt, 1)
 	return true
 }
@@ -453,6 +467,19 @@ func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *ledger.Page, caref
 		return srcs, nil
 	}
 	sort.Ints(order)
+	// A target is the table its transform created, tracked by OID: one
+	// renamed, or replaced by another table under its name, is not written.
+	rows, err := tx.Query(ctx, w.e.Cat.SQL(sqlMovedTargets), order)
+	if err != nil {
+		return srcs, fmt.Errorf("checking the targets: %w", err)
+	}
+	moved, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return srcs, fmt.Errorf("checking the targets: %w", err)
+	}
+	if len(moved) > 0 {
+		return srcs, &transformError{t: works[moved[0]].T, err: &targetMoved{target: works[moved[0]].T.Target.String()}}
+	}
 	var keys []int64
 	for _, id := range order {
 		keys = append(keys, works[id].Locks(w.e.Cat.Schema)...)

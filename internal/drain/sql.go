@@ -17,4 +17,11 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`
 	sqlSourceNames = `SELECT id, schema_name || '.' || table_name FROM %[1]s.sources WHERE id = ANY($1::int[])`
 
 	sqlQuarantinedColumns = `SELECT transform_id, array_agg(column_name) FROM %[1]s.quarantined_columns WHERE error <> '' GROUP BY transform_id`
+
+	// The transforms of $1 whose target is not the table they created.
+	sqlMovedTargets = `
+SELECT id FROM %[1]s.transforms
+WHERE id = ANY($1::int[]) AND target_oid IS NOT NULL
+  AND to_regclass(pg_catalog.format('%%I.%%I', target_schema, target_name)) IS DISTINCT FROM target_oid
+ORDER BY id`
 )

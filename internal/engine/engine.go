@@ -423,8 +423,16 @@ func (e *Engine) drop(ctx context.Context, n grammar.Name) (trellistype.Applied,
 		if len(readers) > 0 {
 			return errs.New(trellistype.CodeConflict, "transform %s reads %s: drop it first", strings.Join(readers, ", "), t.Target)
 		}
-		if _, err := tx.Exec(ctx, e.Cat.SQL(sqlDropTarget, t.Target.Quoted())); err != nil {
-			return fmt.Errorf("dropping target %s: %w", t.Target, err)
+		// Only the table Trellis created: one renamed away is left where
+		// it is, and a table another created under the name is not touched.
+		var ours bool
+		if err := tx.QueryRow(ctx, e.Cat.SQL(sqlTargetIsOurs), t.ID).Scan(&ours); err != nil {
+			return err
+		}
+		if ours {
+			if _, err := tx.Exec(ctx, e.Cat.SQL(sqlDropTarget, t.Target.Quoted())); err != nil {
+				return fmt.Errorf("dropping target %s: %w", t.Target, err)
+			}
 		}
 		if _, err := tx.Exec(ctx, e.Cat.SQL(sqlDeleteTrans), t.ID); err != nil {
 			return err

@@ -103,8 +103,13 @@ SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
 WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped`
 
 	sqlInsertTransform = `
-INSERT INTO %[1]s.transforms (target_schema, target_name, statement, spec)
-VALUES ($1, $2, $3, $4) RETURNING id`
+INSERT INTO %[1]s.transforms (target_schema, target_name, statement, spec, target_oid)
+VALUES ($1, $2, $3, $4, to_regclass(pg_catalog.format('%%I.%%I', $1::text, $2::text))) RETURNING id`
+	// Whether the table under a target's name is the one its transform
+	// created (a transform defined before targets were tracked counts as so).
+	sqlTargetIsOurs = `
+SELECT coalesce(to_regclass(pg_catalog.format('%%I.%%I', target_schema, target_name)) = coalesce(target_oid, to_regclass(pg_catalog.format('%%I.%%I', target_schema, target_name))), false)
+FROM %[1]s.transforms WHERE id = $1`
 	sqlInsertTransformSource = `INSERT INTO %[1]s.transform_sources (transform_id, source_id) VALUES ($1, $2)`
 
 	sqlFindByName = `
