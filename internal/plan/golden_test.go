@@ -151,6 +151,18 @@ var goldenCases = []goldenCase{
 		types: map[string]string{"n": "bigint", "weighted": "numeric"},
 	},
 	{
+		name:   "projection_numeric_key_json",
+		stmt:   "TRANSFORM docs_t FROM docs SELECT body AS body, lower(title) AS title",
+		tables: []*Table{table("public", "docs", "", []string{"code"}, "code numeric", "body json", "title text")},
+		types:  map[string]string{"body": "json", "title": "text"},
+	},
+	{
+		name:   "aggregate_array_key",
+		stmt:   "TRANSFORM by_tags FROM docs SELECT tags AS tags, count(*) AS n, json_agg(body) AS bodies GROUP BY tags",
+		tables: []*Table{table("public", "docs", "", []string{"id"}, "id bigint", "tags integer[]", "body json")},
+		types:  map[string]string{"tags": "integer[]", "n": "bigint", "bodies": "json"},
+	},
+	{
 		name: "join_altered",
 		stmt: "TRANSFORM order_lines FROM orders o JOIN customers c ON o.customer_id = c.id SELECT o.id AS order_id, c.name AS customer",
 		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...),
