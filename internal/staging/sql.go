@@ -146,6 +146,7 @@ UPDATE %[1]s.transforms SET build_cursor = $2, build_rows = build_rows + $3,
     state_since = CASE WHEN state = 'backfilling' THEN state_since ELSE clock_timestamp() END,
     build_started = coalesce(build_started, clock_timestamp())
 WHERE id = $1`
+	sqlBuildRows = `SELECT build_rows FROM %[1]s.transforms WHERE id = $1`
 	sqlBuildDone = `
 UPDATE %[1]s.transforms SET state = 'live', state_since = clock_timestamp(),
     build_cursor = NULL, build_started = NULL, build_kind = 'initial', build_rows = build_rows + $2

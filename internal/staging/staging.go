@@ -60,6 +60,36 @@ type Worker struct {
 
 	lastMaintain time.Time
 	built        int64 // rows the build page being run wrote (metrics)
+	// buildStarts are when the builds this worker started began, for the
+	// duration its "build finished" record gives.
+	buildStarts map[int]time.Time
+}
+
+// buildStarted records and logs the start of a build.
+func (w *Worker) buildStarted(t *catalog.Transform) {
+	if w.buildStarts == nil {
+		w.buildStarts = map[int]time.Time{}
+	}
+	if _, ok := w.buildStarts[t.ID]; ok {
+		return
+	}
+	w.buildStarts[t.ID] = time.Now()
+	w.Logger.Info("build started", "target", t.Target.String(), "build", t.BuildKind)
+}
+
+// buildFinished logs a finished build: its rows and, when this worker
+// started it, how long it took.
+func (w *Worker) buildFinished(ctx context.Context, id int, target plan.Target) {
+	var rows int64
+	if err := w.Pool.QueryRow(ctx, w.Cat.SQL(sqlBuildRows), id).Scan(&rows); err != nil {
+		rows = -1
+	}
+	attrs := []any{"target", target.String(), "rows", rows}
+	if began, ok := w.buildStarts[id]; ok {
+		attrs = append(attrs, "duration", time.Since(began).Round(time.Millisecond).String())
+		delete(w.buildStarts, id)
+	}
+	w.Logger.Info("build finished; transform is live", attrs...)
 }
 
 // Run works until ctx ends.
@@ -297,6 +327,7 @@ func (w *Worker) buildStep(ctx context.Context) (bool, error) {
 		}
 		w.Metrics.BuildPage(w.built, done != nil)
 		if done != nil {
+			w.buildFinished(ctx, id, *done)
 			// Fresh statistics, so the drain's plans over the new target
 			// use its indexes from the start.
 			if _, err := w.Pool.Exec(ctx, w.Cat.SQL(sqlAnalyze, done.Quoted())); err != nil {
@@ -329,10 +360,14 @@ func (w *Worker) buildPage(ctx context.Context, id int) (*plan.Target, error) {
 		}
 		pl := t.Plan()
 		if pl.Kind() != plan.KindProjection {
+			w.buildStarted(t)
 			finished = &t.Target
 			return w.buildShape(ctx, tx, t, pl)
 		}
 		first := t.State == trellistype.StateWaitingToBackfill || t.BuildCursor == nil
+		if first {
+			w.buildStarted(t)
+		}
 		var lowerArgs []any
 		if !first {
 			for _, v := range t.BuildCursor {
@@ -393,7 +428,6 @@ func (w *Worker) buildPage(ctx context.Context, id int) (*plan.Target, error) {
 			if _, err := tx.Exec(ctx, w.Cat.SQL(sqlCorrectionsDone), t.ID); err != nil {
 				return err
 			}
-			w.Logger.Info("build finished; transform is live", "target", t.Target.String())
 			w.built = upserted
 			finished = &t.Target
 			return nil
