@@ -37,6 +37,8 @@ type Env struct {
 	Stdin  io.Reader
 	// Getenv reads an environment variable (DATABASE_URL).
 	Getenv func(string) string
+
+	pacing *pacing // the worker's, set by tests
 }
 
 func (e Env) withDefaults() Env {
@@ -139,6 +141,8 @@ diverged; detect-disruptions: capture was disrupted, readers are paused).`,
 	pf.StringVar(&g.url, "url", "", "database URL (postgres://... or key=value); default: the DATABASE_URL environment variable")
 	pf.StringVar(&g.schema, "schema", "trellis", "Trellis's catalog schema (the instance)")
 	pf.StringVar(&g.targetSchema, "target-schema", "public", "schema where a bare target name is created")
+	pf.StringVar(&g.logFormat, "log-format", "text", "log records as text or json (on standard error)")
+	pf.StringVar(&g.logLevel, "log-level", "", "log level: debug, info, warn or error (default: info for worker, warn otherwise)")
 
 	root.AddCommand(
 		newMigrateCmd(g),
@@ -175,6 +179,8 @@ type globals struct {
 	url          string
 	schema       string
 	targetSchema string
+	logFormat    string
+	logLevel     string
 }
 
 // databaseURL is --url, else DATABASE_URL; "" when neither is set.
@@ -191,9 +197,23 @@ func (g *globals) requireURL() (string, error) {
 	return u, nil
 }
 
-// logger logs to stderr at level.
-func (g *globals) logger(level slog.Level) *slog.Logger {
-	return slog.New(slog.NewTextHandler(g.env.Stderr, &slog.HandlerOptions{Level: level}))
+// logger logs to stderr in --log-format at --log-level, or at def when
+// no level was given.
+func (g *globals) logger(def slog.Level) (*slog.Logger, error) {
+	level := def
+	if g.logLevel != "" {
+		if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
+			return nil, usageErrorf("--log-level %q: use debug, info, warn or error", g.logLevel)
+		}
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch g.logFormat {
+	case "", "text":
+		return slog.New(slog.NewTextHandler(g.env.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(g.env.Stderr, opts)), nil
+	}
+	return nil, usageErrorf("--log-format %q: use text or json", g.logFormat)
 }
 
 // connect opens a client on the shared flags; opts supplies the rest. The
@@ -205,7 +225,9 @@ func (g *globals) connect(ctx context.Context, opts trellis.Options) (*trellis.C
 	}
 	opts.URL, opts.Schema, opts.TargetSchema = u, g.schema, g.targetSchema
 	if opts.Logger == nil {
-		opts.Logger = g.logger(slog.LevelWarn)
+		if opts.Logger, err = g.logger(slog.LevelWarn); err != nil {
+			return nil, err
+		}
 	}
 	return trellis.Connect(ctx, opts)
 }

@@ -458,27 +458,47 @@ func TestDefinitions(t *testing.T) {
 	require.Regexp(t, `^public\.open_orders\s+waiting_to_backfill\s+\S+Z\s+TRANSFORM open_orders FROM orders SELECT status AS status WHERE status = 'open'$`, lines[2])
 }
 
+// background runs a command line (a worker, with short retry pacing) until
+// its context is cancelled; the returned function cancels it and returns
+// its exit code.
+func (e *env) background(logs *syncBuffer, args ...string) func() int {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan int, 1)
+	env := cli.WithWorkerPacing(cli.Env{Stdout: io.Discard, Stderr: logs}, 20*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond)
+	go func() { done <- cli.Run(ctx, args, env) }()
+	return func() int {
+		cancel()
+		select {
+		case code := <-done:
+			return code
+		case <-time.After(time.Minute):
+			e.t.Fatal("the command did not stop")
+			return -1
+		}
+	}
+}
+
+// waitLog waits until logs hold text.
+func (e *env) waitLog(logs *syncBuffer, text string) {
+	e.t.Helper()
+	require.Eventually(e.t, func() bool { return strings.Contains(logs.String(), text) }, time.Minute, 10*time.Millisecond,
+		"%q never logged; logs:\n%s", text, logs.String())
+}
+
 func TestWorker(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 
-	// Not migrated: the client's error, and what to run.
-	r := e.run("worker")
-	require.Equal(t, cli.ExitError, r.code)
-	require.Contains(t, r.stderr, `the Trellis catalog in schema "trellis" does not exist`)
-	require.Contains(t, r.stderr, "(`trellis migrate` does that)")
-
+	// Not migrated yet: the sidecar says so and waits, then starts once
+	// the catalog is there.
+	var logs syncBuffer
+	stop := e.background(&logs, "worker", "--staging", "--drain", "1", "--url", e.url)
+	e.waitLog(&logs, "cannot start the workers yet: the catalog is not migrated yet (trellis migrate); retrying")
 	e.exec(ordersDDL)
 	e.ok("migrate")
+	e.waitLog(&logs, `msg="worker started"`)
 	e.ok("apply", "TRANSFORM order_totals FROM orders SELECT price + tax AS total")
-
-	ctx, cancel := context.WithCancel(e.ctx)
-	defer cancel()
-	var logs syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- cli.Run(ctx, []string{"worker", "--drain", "1", "--url", e.url}, cli.Env{Stdout: io.Discard, Stderr: &logs})
-	}()
 	c, err := trellis.Connect(e.ctx, trellis.Options{URL: e.url, Logger: quietLogger()})
 	require.NoError(t, err)
 	defer c.Close()
@@ -487,23 +507,43 @@ func TestWorker(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, live)
 
-	// A second staging worker for the instance is refused.
-	r = e.run("worker", "--drain", "0")
-	require.Equal(t, cli.ExitError, r.code)
-	require.Contains(t, r.stderr, "another staging worker is live")
+	// A second staging worker waits for the first (a rolling deploy); a
+	// drain-only sidecar says it runs no staging worker; JSON logs.
+	var second, drainOnly syncBuffer
+	stopSecond := e.background(&second, "worker", "--staging", "--drain", "0", "--url", e.url)
+	e.waitLog(&second, "another process runs the staging worker; retrying")
+	stopDrain := e.background(&drainOnly, "worker", "--drain", "1", "--log-format", "json", "--url", e.url)
+	e.waitLog(&drainOnly, `"msg":"this process runs no staging worker: exactly one process per instance runs it (trellis worker --staging)"`)
+	e.waitLog(&drainOnly, `"msg":"worker started"`)
+	require.NotContains(t, drainOnly.String(), "no staging worker is running for this instance")
 
-	cancel() // what SIGINT does
-	select {
-	case code := <-done:
-		require.Equal(t, cli.ExitOK, code, logs.String())
-	case <-time.After(time.Minute):
-		t.Fatal("the worker did not stop")
-	}
-	require.Contains(t, logs.String(), "msg=\"worker started\"")
-	require.Contains(t, logs.String(), "msg=\"worker stopped\"")
+	require.Equal(t, cli.ExitOK, stop(), logs.String())
+	require.Contains(t, logs.String(), `msg="worker stopped"`)
+	// The waiting one takes over.
+	e.waitLog(&second, `msg="worker started"`)
+	require.Equal(t, cli.ExitOK, stopSecond(), second.String())
+	require.Equal(t, cli.ExitOK, stopDrain(), drainOnly.String())
 	live, err = c.HasLiveStagingWorker(e.ctx)
 	require.NoError(t, err)
 	require.False(t, live)
+
+	// With no staging worker anywhere, a drain-only sidecar warns.
+	var alone syncBuffer
+	stopAlone := e.background(&alone, "worker", "--drain", "1", "--url", e.url)
+	e.waitLog(&alone, "no staging worker is running for this instance")
+	require.Equal(t, cli.ExitOK, stopAlone())
+
+	// A database that cannot be reached: retried with backoff, and the
+	// sidecar still stops cleanly.
+	var down syncBuffer
+	stopDown := e.background(&down, "worker", "--url", "postgres://postgres@127.0.0.1:1/none?connect_timeout=1")
+	e.waitLog(&down, "cannot start the workers yet: the database cannot be reached; retrying")
+	require.Equal(t, cli.ExitOK, stopDown(), down.String())
+
+	// Bad log flags are usage errors.
+	r := e.run("worker", "--log-format", "xml")
+	require.Equal(t, cli.ExitUsage, r.code)
+	require.Contains(t, r.stderr, `--log-format "xml": use text or json`)
 }
 
 // syncBuffer is a bytes.Buffer safe for a writer goroutine and a reader.

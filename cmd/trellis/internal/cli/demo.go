@@ -165,7 +165,11 @@ func (d *demo) preflight(ctx context.Context) error {
 
 func (d *demo) connect(ctx context.Context, opts trellis.Options) (*trellis.Client, error) {
 	opts.URL, opts.Schema, opts.TargetSchema = d.url, demoCatalog, d.g.targetSchema
-	opts.Logger = d.g.logger(slog.LevelWarn)
+	logger, err := d.g.logger(slog.LevelWarn)
+	if err != nil {
+		return nil, err
+	}
+	opts.Logger = logger
 	return trellis.Connect(ctx, opts)
 }
 

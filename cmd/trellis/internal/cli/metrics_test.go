@@ -55,7 +55,7 @@ func TestWorkerMetricsAddr(t *testing.T) {
 	var logs syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- cli.Run(ctx, []string{"worker", "--drain", "1", "--metrics-addr", ":0", "--url", e.url},
+		done <- cli.Run(ctx, []string{"worker", "--staging", "--drain", "1", "--metrics-addr", ":0", "--url", e.url},
 			cli.Env{Stdout: io.Discard, Stderr: &logs})
 	}()
 	addrRe := regexp.MustCompile(`msg="serving metrics" addr=(\S+) path=/metrics`)

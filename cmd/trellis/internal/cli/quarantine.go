@@ -264,7 +264,11 @@ trellis apply 'RESUME TRANSFORM TRANSFORM'.`,
 			ctx := cmd.Context()
 			// Quiet: the library warns when the key is poisoned again,
 			// which this command reports itself.
-			c, err := g.connect(ctx, trellis.Options{Logger: g.logger(slog.LevelError)})
+			logger, err := g.logger(slog.LevelError)
+			if err != nil {
+				return err
+			}
+			c, err := g.connect(ctx, trellis.Options{Logger: logger})
 			if err != nil {
 				return err
 			}

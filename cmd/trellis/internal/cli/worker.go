@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -47,11 +48,26 @@ func migrateHint(g *globals, err error) error {
 	return &wrappedError{msg: message(err) + " (`" + cmd + "` does that)", err: err}
 }
 
+// pacing is how the worker retries and watches the database.
+type pacing struct {
+	retryFirst, retryMax, healthTick time.Duration
+}
+
+// defaultPacing is the worker's pacing unless a test sets Env.pacing.
+var defaultPacing = pacing{retryFirst: time.Second, retryMax: 30 * time.Second, healthTick: 10 * time.Second}
+
+// pacing is the Env's, or the default.
+func (g *globals) pacing() pacing {
+	if g.env.pacing != nil {
+		return *g.env.pacing
+	}
+	return defaultPacing
+}
+
 func newWorkerCmd(g *globals) *cobra.Command {
 	var (
 		staging     bool
 		drain       int
-		logLevel    string
 		metricsAddr string
 	)
 	cmd := &cobra.Command{
@@ -60,10 +76,18 @@ func newWorkerCmd(g *globals) *cobra.Command {
 		Long: `worker runs Trellis's background work for one instance until it receives
 SIGINT or SIGTERM, then stops cleanly and exits 0.
 
-Exactly one process per instance runs the staging worker (--staging, the
-default); any number may run drain workers. Run it as a sidecar next to a
-service written in any language. The catalog must be migrated first
-(trellis migrate).
+Exactly one process per instance runs the staging worker, which installs
+capture and builds targets: pass --staging to that one (it is off by
+default, so that any number of sidecars can run drain workers). Any number
+may run drain workers (--drain, default 2). Run it as a sidecar next to a
+service written in any language.
+
+A sidecar must outlive the database's hiccups: when the database cannot be
+reached, the catalog is not migrated yet (trellis migrate), or another
+process still holds the staging worker (a rolling deploy), worker logs why
+and tries again with backoff (1s doubling to 30s) instead of exiting; once
+running, it logs when the database becomes unreachable and when it is back,
+while the workers retry on their own.
 
 With --metrics-addr, it serves Prometheus metrics at http://ADDR/metrics:
 every series of the instance (labelled trellis_instance) and the process's
@@ -77,11 +101,10 @@ connected, the database answers and its workers are alive (503 otherwise).`,
 			if !staging && drain == 0 {
 				return usageErrorf("nothing to run: pass --staging or --drain N with N > 0")
 			}
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-				return usageErrorf("--log-level %q: use debug, info, warn or error", logLevel)
+			logger, err := g.logger(slog.LevelInfo)
+			if err != nil {
+				return err
 			}
-			logger := g.logger(level)
 			ctx := cmd.Context()
 			var client atomic.Pointer[trellis.Client]
 			stopMetrics, err := serveMetrics(metricsAddr, logger, func(ctx context.Context) error {
@@ -91,13 +114,25 @@ connected, the database answers and its workers are alive (503 otherwise).`,
 				return err
 			}
 			defer stopMetrics()
-			c, err := g.connect(ctx, trellis.Options{Staging: staging, DrainWorkers: drain, Logger: logger})
+			if !staging {
+				logger.Info("this process runs no staging worker: exactly one process per instance runs it (trellis worker --staging)")
+			}
+			c, err := connectRetrying(ctx, g, logger, trellis.Options{Staging: staging, DrainWorkers: drain, Logger: logger})
 			if err != nil {
-				return migrateHint(g, err)
+				return err
+			}
+			if c == nil {
+				logger.Info("worker stopped before it started")
+				return nil
 			}
 			client.Store(c)
 			logger.Info("worker started", "schema", g.schema, "staging", staging, "drain_workers", drain)
-			<-ctx.Done()
+			if !staging {
+				if ok, err := c.HasLiveStagingWorker(ctx); err == nil && !ok {
+					logger.Warn("no staging worker is running for this instance: new and changed transforms are not built until one runs (trellis worker --staging)")
+				}
+			}
+			watchDatabase(ctx, c, logger, g.pacing().healthTick)
 			logger.Info("worker stopping")
 			err = c.Close()
 			logger.Info("worker stopped")
@@ -105,15 +140,71 @@ connected, the database answers and its workers are alive (503 otherwise).`,
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&staging, "staging", true, "run the instance's staging worker (exactly one process per instance)")
+	f.BoolVar(&staging, "staging", false, "run the instance's staging worker (exactly one process per instance)")
 	f.IntVar(&drain, "drain", 2, "number of drain workers")
-	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, and /healthz and /readyz (e.g. :9187, which binds 127.0.0.1 only; 0.0.0.0:9187 for every interface; port 0 picks a free one); off when empty")
 	return cmd
 }
 
-// workerReady is the worker's readiness: connected, the database
-// answering, and the workers it runs alive (as the database sees them).
+// connectRetrying connects the worker's client, retrying with backoff
+// while the failure is one time may fix: nil, nil when ctx ended first.
+func connectRetrying(ctx context.Context, g *globals, logger *slog.Logger, opts trellis.Options) (*trellis.Client, error) {
+	wait := g.pacing().retryFirst
+	for {
+		c, err := g.connect(ctx, opts)
+		if err == nil {
+			return c, nil
+		}
+		if ctx.Err() != nil {
+			return nil, nil
+		}
+		var why string
+		switch trellis.CodeOf(err) {
+		case trellis.CodeUnavailable, trellis.CodeTimeout:
+			why = "the database cannot be reached"
+		case trellis.CodeNotFound:
+			why = "the catalog is not migrated yet (trellis migrate)"
+		case trellis.CodeConflict:
+			why = "another process runs the staging worker"
+		default:
+			return nil, migrateHint(g, err)
+		}
+		logger.Warn("cannot start the workers yet: "+why+"; retrying", "error", message(err), "retry_in", wait.String())
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, g.pacing().retryMax)
+	}
+}
+
+// watchDatabase logs, until ctx ends, when the database stops answering
+// and when it answers again; the workers themselves retry on their own.
+func watchDatabase(ctx context.Context, c *trellis.Client, logger *slog.Logger, every time.Duration) {
+	up := true
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		_, err := c.HasLiveDrainWorkers(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil && up:
+			logger.Warn("the database does not answer; the workers keep retrying", "error", message(err))
+			up = false
+		case err == nil && !up:
+			logger.Info("the database answers again")
+			up = true
+		}
+	}
+}
+
 func workerReady(ctx context.Context, c *trellis.Client, staging bool, drain int) error {
 	if c == nil {
 		return errors.New("not connected to the database yet")
