@@ -519,52 +519,6 @@ func (w *Worker) affected(ctx context.Context, tx pgx.Tx, wk *recompute.Set, src
 	if wk.Resync || len(sc.rows) == 0 {
 		return nil
 	}
-	spec := wk.T.Spec
-	fromSide := spec.Source.ID == src
-	joinedSide := spec.Join != nil && spec.Join.Source.ID == src
-	kind := wk.Plan.Kind()
-	if fromSide && kind != plan.KindAggregate {
-		for _, c := range sc.rows {
-			wk.Add(recompute.Ptrs(c.Key), c.Bucket)
-		}
-	}
-	if kind == plan.KindProjection || (kind == plan.KindJoin && !joinedSide) {
-		return nil
-	}
-	s := w.sources[src]
-	if s == nil {
-		return fmt.Errorf("source %d of %s is not in the catalog", src, wk.T.Target)
-	}
-	side := spec.Source
-	if !fromSide {
-		side = spec.Join.Source
-	}
-	ch := plan.Changes{Source: side, CapCols: s.CapCols, CapTypes: s.CapTypes, Part: sc.part}
-	args := ch.Args(len(sc.rows), func(i int) ([]string, []*string) { return sc.rows[i].Key, sc.rows[i].Vals })
-	queries := wk.Plan.AffectedQueries(ch, fromSide, joinedSide, ledger.Buckets)
-	for _, q := range queries {
-		rows, err := tx.Query(ctx, q, args...)
-		if err != nil {
-			return fmt.Errorf("finding what changes of %s touch in %s: %w", s.Name(), wk.T.Target, err)
-		}
-		for rows.Next() {
-			vals, err := rows.Values()
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			key := make([]*string, len(vals)-1)
-			for i := range key {
-				if v, ok := vals[i].(string); ok {
-					key[i] = &v
-				}
-			}
-			wk.Add(key, int(vals[len(vals)-1].(int32)))
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("finding what changes of %s touch in %s: %w", s.Name(), wk.T.Target, err)
-		}
-	}
-	return nil
+	source := func(id int) (*catalog.Source, error) { return w.sources[id], nil }
+	return recompute.Affected(ctx, tx, wk.T, wk.Plan, src, source, sc.rows, sc.part, wk.Add)
 }

@@ -498,64 +498,24 @@ func (c *check) inFlight(ctx context.Context, tx pgx.Tx, t *catalog.Transform, p
 		return nil, false, nil
 	}
 	var units [][]*string
-	kind := pl.Kind()
 	var sources map[int]*catalog.Source
-	for _, src := range order {
-		chs := bySrc[src]
-		fromSide := spec.Source.ID == src
-		joinedSide := spec.Join != nil && spec.Join.Source.ID == src
-		if fromSide && kind != plan.KindAggregate {
-			for _, ch := range chs {
-				units = append(units, recompute.Ptrs(ch.Key))
-			}
-		}
-		if kind == plan.KindProjection || (kind == plan.KindJoin && !joinedSide) {
-			continue
-		}
+	source := func(id int) (*catalog.Source, error) {
 		if sources == nil {
 			all, err := c.r.Cat.Sources(ctx, tx)
 			if err != nil {
-				return nil, false, err
+				return nil, err
 			}
 			sources = map[int]*catalog.Source{}
 			for _, s := range all {
 				sources[s.ID] = s
 			}
 		}
-		s := sources[src]
-		if s == nil {
-			return nil, false, fmt.Errorf("source %d of %s is not in the catalog", src, t.Target)
-		}
-		side := spec.Source
-		if !fromSide {
-			side = spec.Join.Source
-		}
-		ch := plan.Changes{Source: side, CapCols: s.CapCols, CapTypes: s.CapTypes}
-		args := ch.Args(len(chs), func(i int) ([]string, []*string) { return chs[i].Key, chs[i].Vals })
-		queries := pl.AffectedQueries(ch, fromSide, joinedSide, ledger.Buckets)
-		for _, q := range queries {
-			rows, err := tx.Query(ctx, q, args...)
-			if err != nil {
-				return nil, false, fmt.Errorf("finding what changes of %s touch in %s: %w", s.Name(), t.Target, err)
-			}
-			for rows.Next() {
-				vals, err := rows.Values()
-				if err != nil {
-					rows.Close()
-					return nil, false, err
-				}
-				key := make([]*string, len(vals)-1) // the last is the bucket
-				for i := range key {
-					if v, ok := vals[i].(string); ok {
-						key[i] = &v
-					}
-				}
-				units = append(units, key)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return nil, false, err
-			}
+		return sources[id], nil
+	}
+	add := func(key []*string, _ int) { units = append(units, key) }
+	for _, src := range order {
+		if err := recompute.Affected(ctx, tx, t, pl, src, source, bySrc[src], "", add); err != nil {
+			return nil, false, err
 		}
 	}
 	return units, false, nil

@@ -1,0 +1,71 @@
+package recompute
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/trellis-pg/trellis/internal/catalog"
+	"github.com/trellis-pg/trellis/internal/ledger"
+	"github.com/trellis-pg/trellis/internal/plan"
+)
+
+// Affected hands to add every target key of t, under plan pl, that changes
+// of its source src touch, with the key's bucket: the changed keys
+// themselves where they are target keys (a projection, a join's FROM
+// side), and what pl's affected-keys queries find (groups, join rows).
+// source looks up src's capture layout, only when a query needs it; part
+// is plan.Changes.Part. The drain finds a page's keys with it, and the
+// self-check the keys in flight.
+func Affected(ctx context.Context, q catalog.Querier, t *catalog.Transform, pl *plan.Plan, src int,
+	source func(id int) (*catalog.Source, error), changes []ledger.Change, part string, add func(key []*string, bucket int)) error {
+	spec := t.Spec
+	fromSide := spec.Source.ID == src
+	joinedSide := spec.Join != nil && spec.Join.Source.ID == src
+	kind := pl.Kind()
+	if fromSide && kind != plan.KindAggregate {
+		for _, c := range changes {
+			add(Ptrs(c.Key), c.Bucket)
+		}
+	}
+	if kind == plan.KindProjection || (kind == plan.KindJoin && !joinedSide) {
+		return nil
+	}
+	s, err := source(src)
+	if err != nil {
+		return err
+	}
+	if s == nil {
+		return fmt.Errorf("source %d of %s is not in the catalog", src, t.Target)
+	}
+	side := spec.Source
+	if !fromSide {
+		side = spec.Join.Source
+	}
+	ch := plan.Changes{Source: side, CapCols: s.CapCols, CapTypes: s.CapTypes, Part: part}
+	args := ch.Args(len(changes), func(i int) ([]string, []*string) { return changes[i].Key, changes[i].Vals })
+	for _, query := range pl.AffectedQueries(ch, fromSide, joinedSide, ledger.Buckets) {
+		rows, err := q.Query(ctx, query, args...)
+		if err != nil {
+			return fmt.Errorf("finding what changes of %s touch in %s: %w", s.Name(), t.Target, err)
+		}
+		for rows.Next() {
+			vals, err := rows.Values()
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			key := make([]*string, len(vals)-1) // the last is the bucket
+			for i := range key {
+				if v, ok := vals[i].(string); ok {
+					key[i] = &v
+				}
+			}
+			add(key, int(vals[len(vals)-1].(int32)))
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("finding what changes of %s touch in %s: %w", s.Name(), t.Target, err)
+		}
+	}
+	return nil
+}
