@@ -110,6 +110,26 @@ func castKeepsText(t *pg.TypeName) bool {
 	return textTypes[names[len(names)-1].GetString_().GetSval()]
 }
 
+// textOperators are the operators whose operands are JSON or text, never
+// dates: a time word beside one stays a string.
+var textOperators = map[string]bool{
+	"->": true, "->>": true, "#>": true, "#>>": true, "?": true, "?|": true, "?&": true, "||": true,
+	"~": true, "~*": true, "!~": true, "!~*": true, "~~": true, "~~*": true, "!~~": true, "!~~*": true,
+}
+
+// textOperator tells an operator expression over JSON or text: a LIKE, or
+// one of textOperators.
+func textOperator(n *pg.A_Expr) bool {
+	switch n.GetKind() {
+	case pg.A_Expr_Kind_AEXPR_LIKE, pg.A_Expr_Kind_AEXPR_ILIKE, pg.A_Expr_Kind_AEXPR_SIMILAR:
+		return true
+	case pg.A_Expr_Kind_AEXPR_OP:
+		names := n.GetName()
+		return len(names) == 1 && textOperators[names[0].GetString_().GetSval()]
+	}
+	return false
+}
+
 // timeWordMsg is the refusal of a time word that may become a date or
 // time (a cast to one, or a literal whose type PostgreSQL infers).
 func timeWordMsg(s string) string {

@@ -453,6 +453,21 @@ func TestKindOf(t *testing.T) {
 	require.Equal(t, "", KindOf(nil))
 }
 
+// A time word beside a JSON or text operator is a string, not the clock.
+func TestTimeWordsAsText(t *testing.T) {
+	t.Parallel()
+	for _, stmt := range []string{
+		"TRANSFORM t FROM s SELECT body->>'today' AS b",
+		"TRANSFORM t FROM s SELECT body #> '{now}' AS b WHERE body ? 'now'",
+		"TRANSFORM t FROM s SELECT label || 'now' AS b WHERE label LIKE 'today'",
+	} {
+		_, err := Parse(stmt)
+		require.NoError(t, err, stmt)
+	}
+	_, err := Parse("TRANSFORM t FROM s SELECT body->>'x' AS b WHERE ts > 'now'")
+	require.ErrorContains(t, err, "'now' reads the clock")
+}
+
 func TestClockIn(t *testing.T) {
 	t.Parallel()
 	cases := map[string]string{

@@ -148,6 +148,17 @@ func (w *walker) walk(m protoreflect.Message, loc int, inAgg bool) {
 			}
 			return
 		}
+	case *pg.A_Expr:
+		if textOperator(n) {
+			// A time word beside a JSON or text operator is text (a key
+			// named 'today'), never a date.
+			for _, side := range []*pg.Node{n.GetLexpr(), n.GetRexpr()} {
+				if _, ok := timeWord(side); !ok && side != nil {
+					w.walk(side.ProtoReflect(), loc, inAgg)
+				}
+			}
+			return
+		}
 	case *pg.A_Const:
 		if s, ok := timeWord(&pg.Node{Node: &pg.Node_AConst{AConst: n}}); ok {
 			w.fail(loc, timeWordMsg(s))
