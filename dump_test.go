@@ -104,7 +104,9 @@ CREATE INDEX ON orders (customer_id);`
 	e.waitState(c, "held", trellis.StatePaused)
 
 	// A define that commits while pg_dump runs: the dump is redone, so the
-	// file has both its target table and its definition.
+	// file has both its target table and its definition. The new target's
+	// first build, replacing its key, may also make one pg_dump run fail;
+	// that run is redone too.
 	var calls atomic.Int32
 	res := e.structureDump(c, func(ctx context.Context) (string, error) {
 		sql, err := c.DumpDefinitionsSQL(ctx)
@@ -113,7 +115,7 @@ CREATE INDEX ON orders (customer_id);`
 		}
 		return sql, err
 	})
-	require.Equal(t, 2, res.Attempts, "a define between the reads redoes the dump")
+	require.GreaterOrEqual(t, res.Attempts, 2, "a define between the reads redoes the dump")
 	defs = append(defs, struct{ stmt, target, recompute string }{`TRANSFORM late FROM customers SELECT upper(region) AS loud`, "late",
 		`SELECT id, upper(region) AS loud FROM customers`})
 	targets = append(targets, "public.late")

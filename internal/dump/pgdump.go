@@ -19,7 +19,8 @@ import (
 )
 
 // Redos is how many times Structure dumps again when a definition changed
-// while pg_dump ran.
+// while pg_dump ran, or pg_dump failed on a schema change made while it
+// ran.
 const Redos = 3
 
 // FindBinary locates a PostgreSQL client program (pg_dump, psql): on PATH
@@ -76,9 +77,13 @@ type Result struct {
 // Structure runs pg_dump --schema-only and appends the definitions. It
 // reads the definitions before and after each pg_dump run and dumps again,
 // up to Redos times, while they differ, so the DDL in the file and the
-// definitions appended to it agree. pg_dump 17 writes CREATE SCHEMA public
-// when public is dumped by name; that becomes CREATE SCHEMA IF NOT EXISTS
-// public, so the file loads into a database that has the schema.
+// definitions appended to it agree. It also dumps again when pg_dump
+// failed on a schema change that committed while it ran (see
+// racedSchemaChange): the staging worker's first build of a new target
+// drops and adds its key, and any session may change the schema. pg_dump
+// 17 writes CREATE SCHEMA public when public is dumped by name; that
+// becomes CREATE SCHEMA IF NOT EXISTS public, so the file loads into a
+// database that has the schema.
 func Structure(ctx context.Context, o Options) (Result, error) {
 	if err := CheckArgs(o.Args); err != nil {
 		return Result{}, err
@@ -89,6 +94,17 @@ func Structure(ctx context.Context, o Options) (Result, error) {
 	}
 	for attempt := 1; ; attempt++ {
 		out, err := runPgDump(ctx, o)
+		var failed *pgDumpFailure
+		if errors.As(err, &failed) && racedSchemaChange(failed.stderr) {
+			if attempt > Redos {
+				return Result{}, errs.Wrap(trellistype.CodeConflict, err, "the schema changed while each of %d schema dumps ran: dump again once schema changes have stopped", attempt)
+			}
+			// Read the definitions again: the change may be a define.
+			if before, err = o.Definitions(ctx); err != nil {
+				return Result{}, err
+			}
+			continue
+		}
 		if err != nil {
 			return Result{}, err
 		}
@@ -134,11 +150,39 @@ func runPgDump(ctx context.Context, o Options) ([]byte, error) {
 		msg := strings.TrimSpace(stderr.String())
 		var ee *exec.ExitError
 		if errors.As(err, &ee) && msg != "" {
-			return nil, fmt.Errorf("%s failed: %s", filepath.Base(o.PgDump), msg)
+			return nil, &pgDumpFailure{program: filepath.Base(o.PgDump), stderr: msg}
 		}
 		return nil, fmt.Errorf("running %s: %w", o.PgDump, err)
 	}
 	return stdout.Bytes(), nil
+}
+
+// pgDumpFailure is pg_dump exiting with an error it wrote to stderr.
+type pgDumpFailure struct {
+	program string
+	stderr  string
+}
+
+func (e *pgDumpFailure) Error() string { return e.program + " failed: " + e.stderr }
+
+// racedSchemaChange reports whether pg_dump's error (its stderr) is one a
+// schema change committed while it ran causes. pg_dump reads the catalog
+// in one snapshot, but it locks the tables only after taking it, and the
+// server's catalog lookups (pg_get_constraintdef looking up a key's index,
+// opening a relation) see the latest catalog: an object dropped after the
+// snapshot is listed and then not found. pg_dump reports no SQLSTATE, so
+// its text is all there is to go by. The lookup errors it looks for are
+// the server's internal errors, which are never translated; the "does not
+// exist" of a table dropped before pg_dump locked it counts only in a
+// query pg_dump ran ("query failed"), never when connecting.
+func racedSchemaChange(stderr string) bool {
+	switch {
+	case strings.Contains(stderr, "cache lookup failed for "),
+		strings.Contains(stderr, "could not open relation with OID "),
+		strings.Contains(stderr, "query failed") && strings.Contains(stderr, "does not exist"):
+		return true
+	}
+	return false
 }
 
 // splitPassword takes the password out of a postgres:// URL or a

@@ -82,7 +82,7 @@ after the dump, in the same deploy step.`,
 				return migrateHint(g, err)
 			}
 			if res.Attempts > 1 {
-				fmt.Fprintf(g.env.Stderr, "the definitions changed while pg_dump ran: dumped %d times\n", res.Attempts)
+				fmt.Fprintf(g.env.Stderr, "the definitions or the schema changed while pg_dump ran: dumped %d times\n", res.Attempts)
 			}
 			if file == "" {
 				_, err := cmd.OutOrStdout().Write(res.SQL)
