@@ -380,3 +380,35 @@ func TestTargetsAreTrackedByOID(t *testing.T) {
 	require.Equal(t, [][]string{{"2"}}, e.rows(`SELECT count(*) FROM copy`), "DROP TRANSFORM dropped a table it did not create")
 	require.Equal(t, [][]string{{"10"}}, e.rows(`SELECT count(*) FROM copy_old`))
 }
+
+// A type the definer reached through its own search_path is recorded
+// qualified: workers whose search_path differs resolve the same type.
+func TestTypesResolveAsTheDefinerSawThem(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE SCHEMA app`)
+	e.exec(`CREATE TYPE app.mood AS ENUM ('sad', 'ok', 'happy')`)
+	e.exec(`CREATE TABLE app.feelings (id app.mood PRIMARY KEY, n int)`)
+	e.exec(`INSERT INTO app.feelings VALUES ('sad', 1), ('ok', 2)`)
+	m := e.connect(trellis.Options{})
+	require.NoError(t, m.Migrate(e.ctx))
+
+	u, err := url.Parse(e.url)
+	require.NoError(t, err)
+	if u.RawQuery != "" {
+		u.RawQuery += "&"
+	}
+	u.RawQuery += "options=-c%20search_path%3Dapp%2Cpublic"
+	definer, err := trellis.Connect(e.ctx, trellis.Options{URL: u.String(), Logger: quietLogger()})
+	require.NoError(t, err)
+	defer definer.Close()
+	_, err = definer.Define(e.ctx, "TRANSFORM by_mood FROM feelings SELECT n * 2 AS n2")
+	require.NoError(t, err)
+
+	c := e.connect(trellis.Options{Staging: true, DrainWorkers: 2})
+	e.waitState(c, "by_mood", trellis.StateLive)
+	e.exec(`UPDATE app.feelings SET n = 10 WHERE id = 'sad'`)
+	e.exec(`INSERT INTO app.feelings VALUES ('happy', 3)`)
+	e.converge(c)
+	e.assertMatches("by_mood", "SELECT id, n * 2 AS n2 FROM app.feelings")
+}

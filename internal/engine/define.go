@@ -77,41 +77,29 @@ func (e *Engine) loadSide(ctx context.Context, tx pgx.Tx, ref grammar.TableRef) 
 	if len(s.KeyCols) == 0 {
 		return nil, errs.New(trellistype.CodeValidation, "source table %s.%s has no primary key, nor a unique index over NOT NULL columns: Trellis needs one to know which rows changed", rel.schema, rel.name)
 	}
-	rows, err := tx.Query(ctx, sqlColumns, rel.oid)
+	cols, err := pinnedPairs(ctx, tx, sqlColumns, rel.oid)
 	if err != nil {
 		return nil, err
 	}
-	for rows.Next() {
-		var c, t string
-		if err := rows.Scan(&c, &t); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		s.Columns[c] = t
-		s.Order = append(s.Order, c)
+	for _, ct := range cols {
+		s.Columns[ct[0]] = ct[1]
+		s.Order = append(s.Order, ct[0])
 	}
-	rows.Close()
-	return s, rows.Err()
+	return s, nil
 }
 
 // readKey reads the columns of the index that identifies a side's rows
 // (none when it has no such index).
 func (e *Engine) readKey(ctx context.Context, tx pgx.Tx, s *side) error {
-	rows, err := tx.Query(ctx, sqlPrimaryKey, s.rel.oid)
+	cols, err := pinnedPairs(ctx, tx, sqlPrimaryKey, s.rel.oid)
 	if err != nil {
 		return err
 	}
 	s.KeyCols, s.KeyTypes = nil, nil
-	for rows.Next() {
-		var c, t string
-		if err := rows.Scan(&c, &t); err != nil {
-			rows.Close()
-			return err
-		}
-		s.KeyCols, s.KeyTypes = append(s.KeyCols, c), append(s.KeyTypes, t)
+	for _, ct := range cols {
+		s.KeyCols, s.KeyTypes = append(s.KeyCols, ct[0]), append(s.KeyTypes, ct[1])
 	}
-	rows.Close()
-	return rows.Err()
+	return nil
 }
 
 // keyTarget lets a chain read a GROUP BY or JOIN target, which is keyed by
@@ -284,6 +272,36 @@ func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) 
 	return trellistype.TransformDefined{Target: tgt.String()}, nil
 }
 
+// pinnedPairs runs a query of (name, format_type) rows with the
+// search_path pinned to pg_catalog, so that every type outside it comes
+// out qualified: the definer's search_path resolved it, a worker's may
+// not. The transaction's search_path is put back afterwards.
+func pinnedPairs(ctx context.Context, tx pgx.Tx, sql string, args ...any) ([][2]string, error) {
+	var was string
+	if err := tx.QueryRow(ctx, sqlSearchPath).Scan(&was); err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, sqlSetSearchPath, "pg_catalog, pg_temp"); err != nil {
+		return nil, err
+	}
+	rows, err := tx.Query(ctx, sql, args...)
+	var out [][2]string
+	if err == nil {
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) ([2]string, error) {
+			var p [2]string
+			err := r.Scan(&p[0], &p[1])
+			return p, err
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, sqlSetSearchPath, was); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // checkVolatile refuses a definition whose query reaches a volatile
 // function the parser could not see: behind an operator, a cast or a
 // domain's CHECK (a recompute would not reproduce its result). It reads
@@ -379,27 +397,21 @@ func (e *Engine) sourceRow(ctx context.Context, tx pgx.Tx, sd *side) ([]string, 
 
 // recordTypes reads the target's column types into the spec.
 func (e *Engine) recordTypes(ctx context.Context, tx pgx.Tx, tgt plan.Target, spec *plan.Spec) error {
-	rows, err := tx.Query(ctx, sqlTargetTypes, tgt.Quoted())
+	cols, err := pinnedPairs(ctx, tx, sqlTargetTypes, tgt.Quoted())
 	if err != nil {
 		return err
 	}
 	types := map[string]string{}
-	for rows.Next() {
-		var n, t string
-		if err := rows.Scan(&n, &t); err != nil {
-			rows.Close()
-			return err
-		}
-		types[n] = t
+	for _, ct := range cols {
+		types[ct[0]] = ct[1]
 	}
-	rows.Close()
 	for i := range spec.Key {
 		spec.Key[i].Type = types[spec.Key[i].Name]
 	}
 	for i := range spec.Columns {
 		spec.Columns[i].Type = types[spec.Columns[i].Name]
 	}
-	return rows.Err()
+	return nil
 }
 
 // specSides loads the tables of a registered definition as define saw
