@@ -180,3 +180,46 @@ CREATE TABLE orders (id bigint PRIMARY KEY, customer_id int, price numeric, stat
 		e2.assertMatches(d.target, d.recompute)
 	}
 }
+
+// ALTER TRANSFORM works on the resolved shapes: a DISTINCT or HAVING
+// transform takes a new aggregate and drops a column; the targets stay
+// equal to a fresh recompute.
+func TestEverydaySyntaxAlter(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE orders (id bigint PRIMARY KEY, customer_id int, price numeric, status text)`)
+	e.exec(`INSERT INTO orders SELECT g, g % 9, g % 40, CASE WHEN g % 3 = 0 THEN 'open' ELSE 'paid' END FROM generate_series(1, 300) g`)
+	c := e.engine()
+	for _, s := range []string{
+		`TRANSFORM pairs FROM orders SELECT DISTINCT customer_id, status`,
+		`TRANSFORM busy FROM orders SELECT customer_id, count(*) AS n, sum(price) GROUP BY customer_id HAVING sum(price) > 600`,
+		`TRANSFORM copy FROM orders SELECT *`,
+	} {
+		_, err := c.Define(e.ctx, s)
+		require.NoError(t, err, s)
+	}
+	for _, tg := range []string{"pairs", "busy", "copy"} {
+		e.waitState(c, tg, trellis.StateLive)
+	}
+	for _, s := range []string{
+		`ALTER TRANSFORM pairs ADD COLUMN max(price) AS top`,
+		`ALTER TRANSFORM busy ADD COLUMN min(price)`,
+		`ALTER TRANSFORM busy DROP COLUMN sum`,
+		`ALTER TRANSFORM copy DROP COLUMN status`,
+		`ALTER TRANSFORM copy ADD COLUMN upper(status)`,
+	} {
+		_, err := c.Apply(e.ctx, s)
+		require.NoError(t, err, s)
+	}
+	_, err := c.Apply(e.ctx, `ALTER TRANSFORM pairs ADD COLUMN price AS p`)
+	require.Equal(t, trellis.CodeValidation, trellis.CodeOf(err))
+	for _, tg := range []string{"pairs", "busy", "copy"} {
+		e.waitState(c, tg, trellis.StateLive)
+	}
+	e.exec(`UPDATE orders SET price = price + 100 WHERE id % 4 = 0`)
+	e.exec(`DELETE FROM orders WHERE customer_id = 2`)
+	e.converge(c)
+	e.assertMatches("pairs", `SELECT customer_id, status, max(price) AS top FROM orders GROUP BY customer_id, status`)
+	e.assertMatches("busy", `SELECT customer_id, count(*) AS n, min(price) AS min FROM orders GROUP BY customer_id HAVING sum(price) > 600`)
+	e.assertMatches("copy", `SELECT id, customer_id, price, upper(status) AS upper FROM orders`)
+}
