@@ -321,7 +321,7 @@ func TestSelfCheckJobs(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.SelfCheck(e.ctx, "per_g", trellis.SelfCheckOptions{Timeout: time.Second})
 	require.Equal(t, trellis.CodeValidation, trellis.CodeOf(err))
-	require.Contains(t, err.Error(), `CREATE INDEX ON "public"."src" ("g")`)
+	require.Contains(t, err.Error(), `CREATE INDEX ON "public"."src" USING btree (g)`)
 	_, err = c.Define(e.ctx, `TRANSFORM per_g2 FROM src SELECT g AS g, sum(v) AS total GROUP BY g WITHOUT SOURCE INDEX`)
 	require.NoError(t, err)
 	e.waitState(c, "per_g2", trellis.StateLive)

@@ -54,11 +54,11 @@ func TestEverydaySyntaxUnderConcurrentWrites(t *testing.T) {
 	st, err := staging.Status(e.ctx, "item_owner_comma")
 	require.NoError(t, err)
 	require.Equal(t, []trellis.SourceIndexGap{{Table: "public.items", Columns: []string{"v"}, Role: trellis.RoleJoinFrom,
-		Fix: `CREATE INDEX ON "public"."items" ("v");`}}, st.SourceIndexGaps)
+		Fix: `CREATE INDEX ON "public"."items" USING btree (v);`}}, st.SourceIndexGaps)
 	st, err = staging.Status(e.ctx, "busy_notes")
 	require.NoError(t, err)
 	require.Equal(t, []trellis.SourceIndexGap{{Table: "public.items", Columns: []string{"note"}, Role: trellis.RoleGroupBy,
-		Fix: `CREATE INDEX ON "public"."items" ("note");`}}, st.SourceIndexGaps)
+		Fix: `CREATE INDEX ON "public"."items" USING btree (note);`}}, st.SourceIndexGaps)
 	for _, s := range syntaxShapes {
 		e.fixIndexGaps(staging, s.target)
 	}
