@@ -9,10 +9,17 @@ import (
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/errs"
 	"github.com/trellis-pg/trellis/internal/grammar"
 	"github.com/trellis-pg/trellis/internal/pgerr"
 )
+
+// ErrNotMigrated is the cause (errors.Is) of the CodeNotFound error a
+// call returns when the instance's catalog does not exist in the database,
+// or is behind this version of Trellis: run Client.Migrate (trellis
+// migrate).
+var ErrNotMigrated = catalog.ErrNotMigrated
 
 // Error is the error every Trellis call returns: a stable Code and a message
 // meant for people.

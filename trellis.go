@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
@@ -36,6 +37,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/logq"
 	"github.com/trellis-pg/trellis/internal/metrics"
 	"github.com/trellis-pg/trellis/internal/notifier"
+	"github.com/trellis-pg/trellis/internal/pgerr"
 	"github.com/trellis-pg/trellis/internal/recompute"
 	"github.com/trellis-pg/trellis/internal/safe"
 	"github.com/trellis-pg/trellis/internal/staging"
@@ -284,7 +286,26 @@ func (c *Client) call(ctx context.Context, op string, fn func(ctx context.Contex
 	if c.closed.Load() {
 		return errClosed
 	}
+	if pgerr.Is(err, pgerrcode.UndefinedTable, pgerrcode.InvalidSchemaName, pgerrcode.UndefinedFunction) {
+		// A catalog that is missing or behind: say so, not which relation.
+		if cerr := c.checkCatalog(ctx); cerr != nil {
+			return translate(ctx, op, cerr)
+		}
+	}
 	return translate(ctx, op, err)
+}
+
+// checkCatalog reports a catalog that is missing or at another version
+// (catalog.Check).
+func (c *Client) checkCatalog(ctx context.Context) error {
+	conn, err := c.pool.Acquire(context.WithoutCancel(ctx))
+	if err != nil {
+		return nil
+	}
+	defer conn.Release()
+	check, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	return catalog.Check(check, conn.Conn(), c.opts.Schema)
 }
 
 // Config returns the configuration the client connected with.

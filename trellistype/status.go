@@ -44,6 +44,12 @@ type Status struct {
 	BackfillingColumns []string `json:"backfilling_columns"`
 	// BuildRows is how many rows the current (or last) build has written.
 	BuildRows int64 `json:"build_rows"`
+	// BuildTotal estimates the rows a build reads, from PostgreSQL's
+	// statistics of the FROM table (partitions included) while the
+	// transform waits to be built or is being built; 0 when there is no
+	// estimate (a table never analyzed) or no build. A WHERE or a GROUP BY
+	// makes the target smaller than it.
+	BuildTotal int64 `json:"build_total"`
 	// PendingChanges counts the committed, captured changes of its sources
 	// (for a chain, also of the sources upstream of it) not yet applied to
 	// the target; 0 when the target is caught up. Changes held in

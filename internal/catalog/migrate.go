@@ -218,6 +218,10 @@ func checkInstances(ctx context.Context, conn *pgx.Conn, schema, targetSchema st
 	return nil
 }
 
+// ErrNotMigrated is the cause of Check's errors for a catalog that does
+// not exist or is behind this build.
+var ErrNotMigrated = errors.New("the Trellis catalog is not migrated")
+
 // Check reports whether schema holds a catalog at the version this build
 // needs: trellistype.CodeNotFound when it was never migrated, trellistype.CodeConflict when it is
 // at another version.
@@ -228,7 +232,7 @@ func Check(ctx context.Context, conn *pgx.Conn, schema string) error {
 		return fmt.Errorf("reading schema %q: %w", schema, err)
 	}
 	if !hasHistory {
-		return errs.New(trellistype.CodeNotFound, "the Trellis catalog in schema %q does not exist: run Migrate first", schema)
+		return &errs.Error{Code: trellistype.CodeNotFound, Msg: fmt.Sprintf("the Trellis catalog in schema %q does not exist: run Migrate first", schema), Err: ErrNotMigrated}
 	}
 	var v int
 	if err := conn.QueryRow(ctx, New(schema).SQL(sqlMaxVersion)).Scan(&v); err != nil {
@@ -237,9 +241,9 @@ func Check(ctx context.Context, conn *pgx.Conn, schema string) error {
 	want := LatestVersion()
 	switch {
 	case v == 0:
-		return errs.New(trellistype.CodeNotFound, "the Trellis catalog in schema %q is not migrated: run Migrate first", schema)
+		return &errs.Error{Code: trellistype.CodeNotFound, Msg: fmt.Sprintf("the Trellis catalog in schema %q is not migrated: run Migrate first", schema), Err: ErrNotMigrated}
 	case v < want:
-		return errs.New(trellistype.CodeNotFound, "the Trellis catalog in schema %q is at version %d, this Trellis needs %d: run Migrate first", schema, v, want)
+		return &errs.Error{Code: trellistype.CodeNotFound, Msg: fmt.Sprintf("the Trellis catalog in schema %q is at version %d, this Trellis needs %d: run Migrate first", schema, v, want), Err: ErrNotMigrated}
 	case v > want:
 		return errs.New(trellistype.CodeConflict, "the Trellis catalog in schema %q is at version %d, newer than this Trellis (%d): upgrade Trellis", schema, v, want)
 	}

@@ -675,6 +675,14 @@ func (e *Engine) Status(ctx context.Context, target string) (*trellistype.Status
 		PausedReason: t.PausedReason,
 		BuildRows:    t.BuildRows,
 	}
+	if st.State == trellistype.StateWaitingToBackfill || st.State == trellistype.StateBackfilling {
+		// What PostgreSQL's statistics estimate the FROM table holds
+		// (with its partitions), for progress; 0 when it has no estimate.
+		src := ident.Qualified(t.Spec.Source.Schema, t.Spec.Source.Table)
+		if err := tx.QueryRow(ctx, sqlRowEstimate, src).Scan(&st.BuildTotal); err != nil {
+			return nil, err
+		}
+	}
 	if t.FailureKind != "" {
 		cols := t.FailureColumns
 		if cols == nil {

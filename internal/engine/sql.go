@@ -177,6 +177,11 @@ CROSS JOIN LATERAL (SELECT pg_get_indexdef(i.indexrelid, k.n, true) AS def OFFSE
 WHERE i.indrelid = to_regclass($1) AND i.indisvalid AND i.indnkeyatts >= $2::int AND i.indpred IS NULL
 GROUP BY i.indexrelid
 HAVING count(d.def) = count(*)`
+	// The planner's estimate of a table's rows, partitions included (0 for
+	// a table never analyzed or vacuumed).
+	sqlRowEstimate = `
+SELECT coalesce(sum(greatest(c.reltuples, 0)), 0)::int8 FROM pg_class c
+WHERE c.oid = to_regclass($1) OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = to_regclass($1))`
 	sqlCorrections = `SELECT node, since FROM %[1]s.corrections WHERE transform_id = $1 ORDER BY since, node`
 
 	// Liveness: a granted advisory lock in this database.

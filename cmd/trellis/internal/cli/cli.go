@@ -165,6 +165,12 @@ diverged; detect-disruptions: capture was disrupted, readers are paused).`,
 	for _, add := range extraCommands {
 		root.AddCommand(add(g))
 	}
+	// A command run before trellis migrate says to run it.
+	for _, c := range root.Commands() {
+		if run := c.RunE; run != nil {
+			c.RunE = func(cmd *cobra.Command, args []string) error { return migrateHint(g, run(cmd, args)) }
+		}
+	}
 	return root
 }
 
@@ -259,8 +265,9 @@ func usageErrorf(format string, args ...any) error {
 // wrappedError prefixes a cause with what the CLI was doing, keeping the
 // cause reachable for errors.As and trellis.CodeOf.
 type wrappedError struct {
-	msg string
-	err error
+	msg    string
+	err    error
+	hinted bool // the message says to run trellis migrate
 }
 
 func (e *wrappedError) Error() string { return e.msg }

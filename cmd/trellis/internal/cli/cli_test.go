@@ -170,7 +170,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"migrate", "extra", "--url", "postgres://x"}, `unexpected argument "extra"`},
 		{[]string{"apply", "--url", "postgres://x"}, "expected one STATEMENT (quote it) or -f FILE, got 0 arguments"},
 		{[]string{"apply", "-f", "x.sql", "PAUSE TRANSFORM t", "--url", "postgres://x"}, "not both"},
-		{[]string{"status", "--url", "postgres://x"}, "expected one TARGET, got 0 arguments"},
+		{[]string{"status", "a", "b", "--url", "postgres://x"}, "expected at most one TARGET, got 2 arguments"},
 		{[]string{"backfill", "--url", "postgres://x"}, "expected one TABLE, got 0 arguments"},
 		{[]string{"worker", "--staging=false", "--drain", "0", "--url", "postgres://x"}, "nothing to run"},
 		{[]string{"demo", "--writers", "0"}, "--writers must be at least 1"},
@@ -341,7 +341,7 @@ func TestStatus(t *testing.T) {
 		r = e.run(args...)
 		require.Equal(t, cli.ExitError, r.code)
 		require.Empty(t, r.stdout)
-		require.Equal(t, fmt.Sprintf("trellis: no transform writes %s\n", args[len(args)-1]), r.stderr)
+		require.Equal(t, fmt.Sprintf("trellis: no transform writes %s (trellis status lists them all)\n", args[len(args)-1]), r.stderr)
 	}
 }
 
@@ -597,4 +597,64 @@ func TestVersionAndCompletion(t *testing.T) {
 		require.Equal(t, cli.ExitOK, r.code, r.stderr)
 		require.Contains(t, r.stdout, marker, shell)
 	}
+}
+
+// Every command run before trellis migrate says to run it, never which
+// relation PostgreSQL could not find.
+func TestCommandsBeforeMigrate(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE orders (id int PRIMARY KEY, price int)`)
+	file := e.writeFile("t.sql", "TRANSFORM order_totals FROM orders SELECT price AS p")
+	for _, args := range [][]string{
+		{"status", "order_totals"}, {"status"}, {"definitions"}, {"apply", "TRANSFORM order_totals FROM orders SELECT price AS p"},
+		{"apply", "-f", file}, {"sync", "-f", file}, {"quarantined"}, {"poisoned", "--since", "1h"}, {"detect-disruptions"},
+		{"backfill", "orders"}, {"self-check", "order_totals"}, {"sample", "order_totals"}, {"dump", "--append", file},
+	} {
+		r := e.run(args...)
+		require.Equal(t, cli.ExitError, r.code, "%v: %s", args, r.stderr)
+		require.Contains(t, r.stderr, `the Trellis catalog in schema "trellis" does not exist`, "%v", args)
+		require.Contains(t, r.stderr, "(`trellis migrate` does that)", "%v", args)
+		require.NotContains(t, r.stderr, "relation", "%v", args)
+	}
+}
+
+func TestStatusOverview(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.ok("migrate")
+	require.Equal(t, "no transforms (trellis apply or trellis sync defines them)\n", e.ok("status").stdout)
+	e.exec(`CREATE TABLE orders (id int PRIMARY KEY, price int, status text); INSERT INTO orders SELECT g, g, 'open' FROM generate_series(1, 20) g`)
+	c := e.workers()
+	e.ok("apply", "TRANSFORM order_totals FROM orders SELECT price AS total, status AS status")
+	e.ok("apply", "TRANSFORM by_status FROM order_totals SELECT status AS status, sum(total) AS n GROUP BY status")
+	e.waitLive(c, "order_totals")
+	e.waitLive(c, "by_status")
+	e.ok("apply", "PAUSE TRANSFORM by_status")
+
+	lines := e.ok("status").lines()
+	require.Len(t, lines, 4, "%q", lines)
+	require.Regexp(t, `^TARGET\s+STATE\s+SINCE\s+PENDING\s+LAG\s+HELD\s+PROBLEMS$`, lines[0])
+	require.Regexp(t, `^order_totals\s+live\s+\d+s ago\s+-\s+-\s+-\s+-$`, lines[1])
+	require.Regexp(t, `^by_status\s+paused\s+\d+s ago\s+.*paused: paused by PAUSE TRANSFORM; 1 missing source index$`, lines[2])
+
+	var sts []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(e.ok("status", "--json").stdout), &sts))
+	require.Len(t, sts, 2)
+	require.Equal(t, "public.order_totals", sts[0]["target"])
+	require.Equal(t, "paused", sts[1]["state"])
+
+	// --watch prints again until interrupted; not a terminal: each print
+	// after a line with the time.
+	ctx, cancel := context.WithCancel(e.ctx)
+	var out syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Run(ctx, []string{"status", "--watch", "--interval", "50ms", "--url", e.url}, cli.Env{Stdout: &out, Stderr: io.Discard})
+	}()
+	require.Eventually(t, func() bool { return strings.Count(out.String(), "\n-- ") >= 2 }, time.Minute, 10*time.Millisecond)
+	cancel()
+	require.Equal(t, cli.ExitOK, <-done)
+	require.True(t, strings.HasPrefix(out.String(), "-- "), out.String())
+	require.Contains(t, out.String(), "order_totals")
 }

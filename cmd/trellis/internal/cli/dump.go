@@ -79,7 +79,7 @@ after the dump, in the same deploy step.`,
 			defer c.Close()
 			res, err := dump.Structure(ctx, dump.Options{PgDump: bin, URL: u, Args: args, Schema: g.schema, Definitions: c.DumpDefinitionsSQL})
 			if err != nil {
-				return migrateHint(g, err)
+				return err
 			}
 			if res.Attempts > 1 {
 				fmt.Fprintf(g.env.Stderr, "the definitions or the schema changed while pg_dump ran: dumped %d times\n", res.Attempts)
@@ -141,7 +141,7 @@ func appendDefinitions(cmd *cobra.Command, g *globals, name string) error {
 	defer c.Close()
 	defs, err := c.DumpDefinitionsSQL(ctx)
 	if err != nil {
-		return migrateHint(g, err)
+		return err
 	}
 	f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {

@@ -16,53 +16,106 @@ import (
 )
 
 func newStatusCmd(g *globals) *cobra.Command {
-	var asJSON bool
+	var (
+		asJSON, watching bool
+		interval         time.Duration
+	)
 	cmd := &cobra.Command{
-		Use:   "status [--json] TARGET",
-		Short: "Show a transform's state, and what to do about any failure",
-		Long: `status shows the transform that writes TARGET (a bare table name or
+		Use:   "status [TARGET] [--json] [--watch]",
+		Short: "Show every transform in one table, or one transform in full",
+		Long: `status with no TARGET prints every transform in one table: its state and
+since when (with a build's rows done of the estimated total), the changes
+still to apply and how long the oldest has waited, the keys it holds, and
+its problems in short.
+
+status TARGET shows the transform that writes TARGET (a bare table name or
 schema.table): its state and since when, and every problem it has, each
-with what it means and how to fix it. --json prints the same as JSON.`,
-		Args: exactArgs(1, "one TARGET"),
+with what it means and how to fix it.
+
+--json prints the same as JSON (for no TARGET, an array of statuses).
+--watch prints it again every --interval until interrupted.`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usageErrorf("expected at most one TARGET, got %d arguments", len(args))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if interval <= 0 {
+				return usageErrorf("--interval must be positive, not %s", interval)
+			}
 			ctx := cmd.Context()
 			c, err := g.connect(ctx, trellis.Options{})
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			st, err := c.Status(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			if st == nil {
-				return fmt.Errorf("no transform writes %s", args[0])
-			}
-			cols, err := quarantinedColumns(ctx, c, st.Target)
-			if err != nil {
-				return err
-			}
-			var held []trellis.PoisonSample
-			if st.HeldKeys != nil && st.HeldKeys.Count > 0 {
-				page, err := c.SampleQuarantined(ctx, st.Target, trellis.SampleOptions{Limit: heldExamples})
-				if err != nil {
-					return err
+			show := func(w io.Writer) error {
+				if len(args) == 0 {
+					return showOverview(ctx, c, g, w, asJSON)
 				}
-				held = page.Samples
+				return showStatus(ctx, c, g, w, args[0], asJSON)
 			}
-			drainAlive, err := c.HasLiveDrainWorkers(ctx)
-			if err != nil {
-				return err
+			if !watching {
+				return show(cmd.OutOrStdout())
 			}
-			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), statusJSON{st, cols, drainAlive})
-			}
-			writeStatus(safeWriter{cmd.OutOrStdout()}, g, st, cols, held, drainAlive, time.Now())
-			return nil
+			return watch(ctx, cmd.OutOrStdout(), interval, show)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	f := cmd.Flags()
+	f.BoolVar(&asJSON, "json", false, "print the status as JSON")
+	f.BoolVar(&watching, "watch", false, "print it again every --interval until interrupted")
+	f.DurationVar(&interval, "interval", 2*time.Second, "how often --watch prints")
 	return cmd
+}
+
+// showOverview prints every transform's status, in a table or as JSON.
+func showOverview(ctx context.Context, c *trellis.Client, g *globals, w io.Writer, asJSON bool) error {
+	sts, err := statuses(ctx, c)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(w, sts)
+	}
+	drainAlive, err := c.HasLiveDrainWorkers(ctx)
+	if err != nil {
+		return err
+	}
+	writeOverview(safeWriter{w}, g, sts, drainAlive, time.Now())
+	return nil
+}
+
+// showStatus prints one transform's status in full, or as JSON.
+func showStatus(ctx context.Context, c *trellis.Client, g *globals, w io.Writer, target string, asJSON bool) error {
+	st, err := c.Status(ctx, target)
+	if err != nil {
+		return err
+	}
+	if st == nil {
+		return fmt.Errorf("no transform writes %s (trellis status lists them all)", target)
+	}
+	cols, err := quarantinedColumns(ctx, c, st.Target)
+	if err != nil {
+		return err
+	}
+	var held []trellis.PoisonSample
+	if st.HeldKeys != nil && st.HeldKeys.Count > 0 {
+		page, err := c.SampleQuarantined(ctx, st.Target, trellis.SampleOptions{Limit: heldExamples})
+		if err != nil {
+			return err
+		}
+		held = page.Samples
+	}
+	drainAlive, err := c.HasLiveDrainWorkers(ctx)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(w, statusJSON{st, cols, drainAlive})
+	}
+	writeStatus(safeWriter{w}, g, st, cols, held, drainAlive, time.Now())
+	return nil
 }
 
 func newDefinitionsCmd(g *globals) *cobra.Command {

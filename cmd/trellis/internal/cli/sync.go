@@ -61,7 +61,7 @@ until every created, altered or rebuilt target is live.`,
 					fmt.Fprintln(w, "planned:")
 					printPlan(w, g, plan)
 				}
-				return migrateHint(g, err)
+				return err
 			}
 			if asJSON {
 				enc := json.NewEncoder(w)

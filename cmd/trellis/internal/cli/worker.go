@@ -36,16 +36,17 @@ func newMigrateCmd(g *globals) *cobra.Command {
 }
 
 // migrateHint adds the command to run to an error saying the catalog is
-// missing or behind.
+// missing or behind. Every command's error passes through it.
 func migrateHint(g *globals, err error) error {
-	if trellis.CodeOf(err) != trellis.CodeNotFound {
+	var done *wrappedError
+	if !errors.Is(err, trellis.ErrNotMigrated) || (errors.As(err, &done) && done.hinted) {
 		return err
 	}
 	cmd := "trellis migrate"
 	if g.schema != "trellis" {
 		cmd += " --schema " + g.schema
 	}
-	return &wrappedError{msg: message(err) + " (`" + cmd + "` does that)", err: err}
+	return &wrappedError{msg: message(err) + " (`" + cmd + "` does that)", err: err, hinted: true}
 }
 
 // pacing is how the worker retries and watches the database.
@@ -167,7 +168,7 @@ func connectRetrying(ctx context.Context, g *globals, logger *slog.Logger, opts 
 		case trellis.CodeConflict:
 			why = "another process runs the staging worker"
 		default:
-			return nil, migrateHint(g, err)
+			return nil, err
 		}
 		logger.Warn("cannot start the workers yet: "+why+"; retrying", "error", message(err), "retry_in", wait.String())
 		select {
