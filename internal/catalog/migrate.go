@@ -1,6 +1,9 @@
 // Package catalog owns the instance's catalog schema: its versioned
 // migrations, the advisory lock a fleet migrates under, and the checks that
-// keep instances apart.
+// keep instances apart. It also reads the catalog's rows as Go values (a
+// Transform with its plan.Spec, a Source) for the other packages, and
+// checks that the source columns a definition reads are still as it read
+// them.
 package catalog
 
 import (

@@ -1,5 +1,6 @@
 // Package engine carries out Trellis statements (define, pause, resume,
-// drop, alter) against the catalog, and answers the catalog reads (status,
+// drop, alter) and the Sync of a statements file against the catalog, and
+// answers the catalog reads (status,
 // definitions, watermarks, liveness). The background workers live in
 // packages staging and drain; the ledger and recomputes in ledger and
 // recompute.
