@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -13,7 +14,11 @@ import (
 )
 
 func newApplyCmd(g *globals) *cobra.Command {
-	var file string
+	var (
+		file        string
+		wait        bool
+		waitTimeout time.Duration
+	)
 	cmd := &cobra.Command{
 		Use:   "apply {STATEMENT | -f FILE}",
 		Short: "Apply TRANSFORM, PAUSE, RESUME, DROP or ALTER statements",
@@ -60,6 +65,7 @@ statement that fails; the statements before it stay applied.`,
 				return err
 			}
 			defer c.Close()
+			var targets []string
 			for i, s := range stmts {
 				res, err := c.Apply(ctx, s.Text)
 				if err != nil {
@@ -69,11 +75,26 @@ statement that fails; the statements before it stay applied.`,
 					return statementError(err, stmts, i, name)
 				}
 				fmt.Fprintln(w, describeApplied(res))
+				switch r := res.(type) {
+				case trellis.TransformDefined:
+					targets = append(targets, r.Target)
+				case trellis.Altered:
+					targets = append(targets, r.Target)
+				case trellis.Resumed:
+					for _, a := range r.Addresses {
+						targets = append(targets, strings.SplitN(a, ".", 2)[0])
+					}
+				}
 			}
-			return nil
+			if !wait {
+				return nil
+			}
+			return waitLive(ctx, c, g, targets, waitTimeout, cmd.ErrOrStderr())
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "read the statements from `FILE` (- for standard input)")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until every defined, altered or resumed target is live, showing progress on standard error")
+	cmd.Flags().DurationVar(&waitTimeout, "wait-timeout", 30*time.Minute, "give up waiting after this long (with --wait)")
 	return cmd
 }
 

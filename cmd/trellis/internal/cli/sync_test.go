@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -76,4 +77,16 @@ TRANSFORM order_prices FROM orders SELECT price AS price
 	r = e.run("sync")
 	require.Equal(t, cli.ExitUsage, r.code)
 	require.Contains(t, r.stderr, "sync needs -f FILE")
+}
+
+func TestApplyWait(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE orders (id int PRIMARY KEY, price int); INSERT INTO orders SELECT g, g FROM generate_series(1, 30) g; ANALYZE orders`)
+	e.ok("migrate")
+	e.workers()
+	r := e.ok("apply", "--wait", "TRANSFORM order_copy FROM orders SELECT price AS price")
+	require.Equal(t, "defined public.order_copy\n", r.stdout)
+	require.True(t, strings.HasSuffix(r.stderr, "order_copy: live\n"), r.stderr)
+	require.NotContains(t, r.stderr, "\x1b", "not a terminal: plain lines")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/trellis-pg/trellis"
@@ -57,29 +58,81 @@ func waitLive(ctx context.Context, c *trellis.Client, g *globals, targets []stri
 	}
 }
 
-// progress reports a wait: a line per change of state or every few
-// seconds.
+// progress reports a wait. On a terminal, one line per target that is
+// redrawn in place: a bar of rows done of the estimated total, the rate
+// and the time left. Otherwise plain lines: one per change of state, and
+// while a build runs one every progressEvery with the same figures.
 type progress struct {
 	w     io.Writer
-	last  map[string]string
-	shown map[string]time.Time
+	tty   bool
+	last  map[string]string    // the last line shown per target
+	shown map[string]time.Time // when it was shown
+	first map[string]sample    // the first rows seen of a build
+	drawn bool                 // a terminal line is open
+	now   func() time.Time
 }
 
+// sample is a build's rows at a time.
+type sample struct {
+	rows int64
+	at   time.Time
+}
+
+// progressEvery is how often plain progress lines repeat a build's figures.
+var progressEvery = 5 * time.Second
+
 func newProgress(w io.Writer) *progress {
-	return &progress{w: w, last: map[string]string{}, shown: map[string]time.Time{}}
+	return &progress{w: w, tty: isTerminal(w), last: map[string]string{}, shown: map[string]time.Time{}, first: map[string]sample{}, now: time.Now}
 }
 
 // update reports a target that is not live yet.
 func (p *progress) update(name string, st *trellis.Status) {
-	line := fmt.Sprintf("%s: %s", name, st.State)
+	now := p.now()
+	var rate float64
 	if st.State == trellis.StateBackfilling {
-		line += fmt.Sprintf(", %d rows written", st.BuildRows)
+		f, ok := p.first[name]
+		if !ok {
+			p.first[name] = sample{st.BuildRows, now}
+		} else if dt := now.Sub(f.at).Seconds(); dt > 0 {
+			rate = float64(st.BuildRows-f.rows) / dt
+		}
 	}
-	if line == p.last[name] || (stateOf(p.last[name]) == stateOf(line) && time.Since(p.shown[name]) < 5*time.Second) {
+	line := progressLine(name, st, rate)
+	if p.tty {
+		fmt.Fprintf(p.w, "\r\x1b[K%s", line)
+		p.drawn = true
+		return
+	}
+	if line == p.last[name] || (stateOf(p.last[name]) == stateOf(line) && now.Sub(p.shown[name]) < progressEvery) {
 		return
 	}
 	fmt.Fprintln(p.w, line)
-	p.last[name], p.shown[name] = line, time.Now()
+	p.last[name], p.shown[name] = line, now
+}
+
+// progressLine is a target's progress: its state, and for a build the rows
+// done of the estimated total, a bar, the rate and the time left when they
+// are known.
+func progressLine(name string, st *trellis.Status, rate float64) string {
+	line := fmt.Sprintf("%s: %s", name, st.State)
+	if st.State != trellis.StateBackfilling {
+		return line
+	}
+	if st.BuildTotal > 0 {
+		done := min(float64(st.BuildRows)/float64(st.BuildTotal), 1)
+		const width = 20
+		bar := strings.Repeat("#", int(done*width)) + strings.Repeat(".", width-int(done*width))
+		line += fmt.Sprintf(", [%s] %d of ~%d rows (%d%%)", bar, st.BuildRows, st.BuildTotal, int(done*100))
+	} else {
+		line += fmt.Sprintf(", %d rows", st.BuildRows)
+	}
+	if rate > 0 {
+		line += fmt.Sprintf(", %.0f rows/s", rate)
+		if left := st.BuildTotal - st.BuildRows; st.BuildTotal > 0 && left > 0 {
+			line += ", about " + time.Duration(float64(left)/rate*float64(time.Second)).Round(time.Second).String() + " left"
+		}
+	}
+	return line
 }
 
 // live reports a target that is live, once.
@@ -87,18 +140,23 @@ func (p *progress) live(name string) {
 	if p.last[name] == "live" {
 		return
 	}
+	if p.drawn {
+		fmt.Fprint(p.w, "\r\x1b[K")
+		p.drawn = false
+	}
 	fmt.Fprintf(p.w, "%s: live\n", name)
 	p.last[name] = "live"
 }
 
-func (p *progress) finish() {}
+// finish ends an open terminal line.
+func (p *progress) finish() {
+	if p.drawn {
+		fmt.Fprintln(p.w)
+	}
+}
 
 // stateOf is the state part of a progress line.
 func stateOf(line string) string {
-	for i := range len(line) {
-		if line[i] == ',' {
-			return line[:i]
-		}
-	}
-	return line
+	state, _, _ := strings.Cut(line, ",")
+	return state
 }
