@@ -118,7 +118,7 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		return nil, translate(ctx, "connecting", err)
 	}
 	var db string
-	if err := pool.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
+	if err := pool.QueryRow(ctx, sqlCurrentDatabase).Scan(&db); err != nil {
 		pool.Close()
 		return nil, unavailable(ctx, err)
 	}

@@ -31,7 +31,7 @@ func Probe(ctx context.Context, tx pgx.Tx, query string) ([]plan.Function, error
 		return nil, err
 	}
 	defer func() { _ = sp.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := sp.Exec(ctx, "CREATE TEMPORARY VIEW "+ident.Quote(probeView)+" AS "+query); err != nil {
+	if _, err := sp.Exec(ctx, sqlProbeView+query); err != nil {
 		return nil, fmt.Errorf("reading the functions the definition calls: %w", err)
 	}
 	rows, err := sp.Query(ctx, sqlDepends, "pg_temp."+ident.Quote(probeView))

@@ -4,6 +4,11 @@ package funcwatch
 // query (in a savepoint it rolls back).
 const probeView = "trellis_probe"
 
+// sqlProbeView creates the probe's view (probeView, which needs no
+// quoting) over the definition's query, appended (SQL the planner
+// generated).
+const sqlProbeView = `CREATE TEMPORARY VIEW trellis_probe AS `
+
 // fingerprint is the digest of a pg_proc row p, NULL when there is none.
 const fingerprint = `CASE WHEN p.oid IS NULL THEN NULL ELSE md5(concat_ws('|', p.prorettype, p.proretset, p.provolatile,
     p.proisstrict, p.prokind, p.prolang, p.prosrc, p.probin, p.prosqlbody::text, p.proconfig::text)) END`
