@@ -14,20 +14,11 @@ import (
 // failure of kind capture detected after since, and returns it.
 func (e *env) waitCaptureFailure(c *trellis.Client, target string, since time.Time) *trellis.Status {
 	e.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var last *trellis.Status
-	for time.Now().Before(deadline) {
-		st, err := c.Status(e.ctx, target)
-		require.NoError(e.t, err)
-		if st != nil && st.State == trellis.StatePaused && st.CaptureFailure != nil &&
-			st.CaptureFailure.Kind == trellis.CaptureFailureCapture && st.CaptureFailure.DetectedAt.After(since) {
-			return st
-		}
-		last = st
-		time.Sleep(10 * time.Millisecond)
-	}
-	e.t.Fatalf("%s was not paused with a capture failure; last status %+v", target, last)
-	return nil
+	return e.pollStatus(c, target, 30*time.Second, 10*time.Millisecond,
+		target+" was not paused with a capture failure", func(st *trellis.Status) bool {
+			return st.State == trellis.StatePaused && st.CaptureFailure != nil &&
+				st.CaptureFailure.Kind == trellis.CaptureFailureCapture && st.CaptureFailure.DetectedAt.After(since)
+		})
 }
 
 // eventuallyWrites retries a write until it succeeds, and fails the test

@@ -13,19 +13,9 @@ import (
 // waitDrainFailure polls Status until ok accepts its DrainFailure.
 func (e *env) waitDrainFailure(c *trellis.Client, target string, ok func(*trellis.DrainFailure) bool) *trellis.Status {
 	e.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	var last *trellis.Status
-	for time.Now().Before(deadline) {
-		st, err := c.Status(e.ctx, target)
-		require.NoError(e.t, err)
-		if ok(st.DrainFailure) {
-			return st
-		}
-		last = st
-		time.Sleep(20 * time.Millisecond)
-	}
-	e.t.Fatalf("%s: the drain failure never got where the test waits; last %+v", target, last)
-	return nil
+	return e.pollStatus(c, target, 60*time.Second, 20*time.Millisecond,
+		target+": the drain failure never got where the test waits",
+		func(st *trellis.Status) bool { return ok(st.DrainFailure) })
 }
 
 // A page that fails with no row to blame (a trigger on the target that

@@ -80,22 +80,32 @@ func (e *env) engine() *trellis.Client {
 	return e.connect(trellis.Options{Staging: true, DrainWorkers: 2})
 }
 
-// waitState polls Status until target reaches state.
-func (e *env) waitState(c *trellis.Client, target string, state trellis.State) *trellis.Status {
+// pollStatus polls target's Status every interval, for at most within,
+// until ok accepts it (a nil status, no transform writing target, never
+// is), and returns it; otherwise it fails the test with failure and the
+// last status read. Every wait on a status goes through it.
+func (e *env) pollStatus(c *trellis.Client, target string, within, every time.Duration, failure string, ok func(*trellis.Status) bool) *trellis.Status {
 	e.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(within)
 	var last *trellis.Status
 	for time.Now().Before(deadline) {
 		st, err := c.Status(e.ctx, target)
 		require.NoError(e.t, err)
-		if st != nil && st.State == state {
+		if st != nil && ok(st) {
 			return st
 		}
 		last = st
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(every)
 	}
-	e.t.Fatalf("%s did not reach %s; last status %+v", target, state, last)
+	e.t.Fatalf("%s; last status %+v", failure, last)
 	return nil
+}
+
+// waitState polls Status until target reaches state.
+func (e *env) waitState(c *trellis.Client, target string, state trellis.State) *trellis.Status {
+	e.t.Helper()
+	return e.pollStatus(c, target, 60*time.Second, 10*time.Millisecond,
+		fmt.Sprintf("%s did not reach %s", target, state), func(st *trellis.Status) bool { return st.State == state })
 }
 
 // writesPast waits until the writers counted n more writes.
@@ -156,15 +166,7 @@ func (e *env) assertMatches(target, recompute string) {
 // waitCorrecting polls Status until it lists corrections, and returns it.
 func (e *env) waitCorrecting(c *trellis.Client, target string) *trellis.Status {
 	e.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		st, err := c.Status(e.ctx, target)
-		require.NoError(e.t, err)
-		if st != nil && len(st.Correcting) > 0 {
-			return st
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	e.t.Fatalf("%s never listed a correction", target)
-	return nil
+	// Corrections are short-lived: poll often so as not to miss them.
+	return e.pollStatus(c, target, 30*time.Second, 2*time.Millisecond,
+		target+" never listed a correction", func(st *trellis.Status) bool { return len(st.Correcting) > 0 })
 }

@@ -14,19 +14,8 @@ import (
 // waitStatus polls Status until ok accepts it, and returns it.
 func (e *env) waitStatus(c *trellis.Client, target string, ok func(*trellis.Status) bool) *trellis.Status {
 	e.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	var last *trellis.Status
-	for time.Now().Before(deadline) {
-		st, err := c.Status(e.ctx, target)
-		require.NoError(e.t, err)
-		if st != nil && ok(st) {
-			return st
-		}
-		last = st
-		time.Sleep(10 * time.Millisecond)
-	}
-	e.t.Fatalf("the status of %s never got where the test waits; last %+v", target, last)
-	return nil
+	return e.pollStatus(c, target, 60*time.Second, 10*time.Millisecond,
+		"the status of "+target+" never got where the test waits", ok)
 }
 
 // With no drain worker, committed changes are counted as pending, with
