@@ -281,7 +281,7 @@ func (s *suite) describe(ctx context.Context) (string, error) {
 	}
 	where := "throwaway cluster"
 	if s.cluster == nil {
-		where = "Options.URL"
+		where = "the server given by URL"
 	}
 	return fmt.Sprintf("trellis benchmarks: PostgreSQL %s (%s, fsync=%s, synchronous_commit=%s), %d CPUs, load average %s, shape %s, rows %d, changes %d, phase %s",
 		version, where, fsync, syncCommit, runtime.NumCPU(), loadAverage(), s.opts.Shape, s.opts.Rows, s.opts.Changes, s.opts.Duration), nil

@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 
 	"github.com/trellis-pg/trellis"
@@ -228,6 +229,9 @@ func (g *globals) connect(ctx context.Context, opts trellis.Options) (*trellis.C
 	u, err := g.requireURL()
 	if err != nil {
 		return nil, err
+	}
+	if _, err := pgconn.ParseConfig(u); err != nil {
+		return nil, usageErrorf("the database URL (--url or DATABASE_URL) cannot be parsed: %v", err)
 	}
 	opts.URL, opts.Schema, opts.TargetSchema = u, g.schema, g.targetSchema
 	if opts.Logger == nil {

@@ -168,6 +168,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"migrate", "--bogus"}, "unknown flag: --bogus"},
 		{[]string{"migrate"}, "no database: pass --url or set DATABASE_URL"},
 		{[]string{"migrate", "extra", "--url", "postgres://x"}, `unexpected argument "extra"`},
+		{[]string{"status", "--url", "postgres://x:badport/db"}, "the database URL (--url or DATABASE_URL) cannot be parsed"},
 		{[]string{"apply", "--url", "postgres://x"}, "expected one STATEMENT (quote it) or -f FILE, got 0 arguments"},
 		{[]string{"apply", "-f", "x.sql", "PAUSE TRANSFORM t", "--url", "postgres://x"}, "not both"},
 		{[]string{"status", "a", "b", "--url", "postgres://x"}, "expected at most one TARGET, got 2 arguments"},
