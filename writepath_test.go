@@ -412,3 +412,31 @@ func TestTypesResolveAsTheDefinerSawThem(t *testing.T) {
 	e.converge(c)
 	e.assertMatches("by_mood", "SELECT id, n * 2 AS n2 FROM app.feelings")
 }
+
+// Where PUBLIC may create in public, another role plants better-matching
+// functions and operators there after a define: the workers still run
+// exactly what the definer's session resolved.
+func TestPlantedFunctionsAndOperatorsNeverRun(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`GRANT CREATE ON SCHEMA public TO PUBLIC`)
+	e.exec(`CREATE TABLE src (id int PRIMARY KEY, a varchar, b varchar)`)
+	e.exec(`INSERT INTO src SELECT i, 'A' || i, 'B' || i FROM generate_series(1, 10) i`)
+	planter := e.role("planter")
+	c := e.engine()
+	_, err := c.Define(e.ctx, "TRANSFORM t FROM src SELECT lower(a) AS la, a || b AS ab")
+	require.NoError(t, err)
+	e.waitState(c, "t", trellis.StateLive)
+
+	e.as(planter,
+		`CREATE FUNCTION public.lower(varchar) RETURNS text LANGUAGE sql IMMUTABLE AS $$SELECT 'pwned'$$`,
+		`CREATE FUNCTION public.cat(varchar, varchar) RETURNS text LANGUAGE sql IMMUTABLE AS $$SELECT 'pwned'$$`,
+		`CREATE OPERATOR public.|| (LEFTARG = varchar, RIGHTARG = varchar, FUNCTION = public.cat)`)
+	// (The test's own statements name pg_catalog's: the planted operator
+	// would catch them too.)
+	e.exec(`UPDATE src SET a = pg_catalog.concat(a, 'x') WHERE id <= 5`)
+	e.exec(`INSERT INTO src VALUES (11, 'A11', 'B11')`)
+	e.converge(c)
+	e.assertMatches("t", "SELECT id, pg_catalog.lower(a::text) AS la, a::text OPERATOR(pg_catalog.||) b::text AS ab FROM src")
+	require.Equal(t, [][]string{{"0"}}, e.rows(`SELECT count(*) FROM t WHERE la = 'pwned' OR ab = 'pwned'`))
+}

@@ -216,6 +216,9 @@ func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) 
 		if err := e.checkTargetFree(ctx, tx, tgt); err != nil {
 			return err
 		}
+		if err := qualify(ctx, tx, tgt, &spec); err != nil {
+			return err
+		}
 		from := sides[0]
 		for i, sd := range sides {
 			if err := e.registerSource(ctx, tx, sd, needs[i]); err != nil {
@@ -300,6 +303,130 @@ func pinnedPairs(ctx context.Context, tx pgx.Tx, sql string, args ...any) ([][2]
 		return nil, err
 	}
 	return out, nil
+}
+
+// qualify records, in the spec's expressions, the schema of every function,
+// aggregate, operator and type the definer's session resolved them to
+// (pg_catalog's too): a worker then runs what the definer saw whatever its
+// search_path, and nothing planted later in a schema on a search_path
+// (a better-matching function in public) can take their place. It reads
+// the dependencies of a temporary view over the definition's query, in a
+// savepoint it rolls back. A name the definition resolved to two schemas
+// is left as written.
+func qualify(ctx context.Context, tx pgx.Tx, tgt plan.Target, spec *plan.Spec) error {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = sp.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := sp.Exec(ctx, "CREATE TEMPORARY VIEW trellis_names_probe AS "+(&plan.Plan{Target: tgt, Spec: *spec}).Query()); err != nil {
+		return fmt.Errorf("resolving the names the definition uses: %w", err)
+	}
+	rows, err := sp.Query(ctx, sqlNamesReached, "pg_temp.trellis_names_probe")
+	if err != nil {
+		return err
+	}
+	type ref struct{ kind, name, schema string }
+	refs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ref, error) {
+		var x ref
+		err := r.Scan(&x.kind, &x.name, &x.schema)
+		return x, err
+	})
+	if err != nil {
+		return err
+	}
+	if err := sp.Rollback(ctx); err != nil {
+		return err
+	}
+	before := make([]string, 0, len(refs))
+	for _, x := range refs {
+		before = append(before, x.kind+":"+x.schema+"."+x.name)
+	}
+	slices.Sort(before)
+	names := grammar.Schemas{Funcs: map[string]string{}, Types: map[string]string{}, Ops: map[string]string{}, Default: "pg_catalog"}
+	seen := map[[2]string]int{}
+	for _, x := range refs {
+		seen[[2]string{x.kind, x.name}]++
+	}
+	for _, x := range refs {
+		if seen[[2]string{x.kind, x.name}] != 1 {
+			continue
+		}
+		switch x.kind {
+		case "f":
+			names.Funcs[x.name] = x.schema
+		case "t":
+			names.Types[x.name] = x.schema
+		case "o":
+			names.Ops[x.name] = x.schema
+		}
+	}
+	q := func(expr *string) error {
+		out, err := grammar.Qualify(*expr, names)
+		if err != nil {
+			return fmt.Errorf("qualifying %q: %w", *expr, err)
+		}
+		*expr = out
+		return nil
+	}
+	for i := range spec.Key {
+		if err := q(&spec.Key[i].Expr); err != nil {
+			return err
+		}
+	}
+	for i := range spec.Columns {
+		if err := q(&spec.Columns[i].Expr); err != nil {
+			return err
+		}
+	}
+	for i := range spec.GroupBy {
+		if err := q(&spec.GroupBy[i]); err != nil {
+			return err
+		}
+	}
+	if err := q(&spec.Where); err != nil {
+		return err
+	}
+	if err := q(&spec.Having); err != nil {
+		return err
+	}
+	// The qualified definition must name exactly what the definer's did.
+	after, err := namesReached(ctx, tx, tgt, spec)
+	if err != nil {
+		return errs.New(trellistype.CodeValidation, "the definition's names do not resolve the same once qualified (%v): qualify its functions, operators and types with their schemas", pgMessage(err))
+	}
+	if !slices.Equal(before, after) {
+		return errs.New(trellistype.CodeValidation, "the definition uses one name for objects of different schemas: qualify its functions, operators and types with their schemas")
+	}
+	return nil
+}
+
+// namesReached are the non-built-in functions, types and operators a
+// spec's query names (sqlNamesReached), sorted, read through a temporary
+// view in a savepoint that is rolled back.
+func namesReached(ctx context.Context, tx pgx.Tx, tgt plan.Target, spec *plan.Spec) ([]string, error) {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sp.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := sp.Exec(ctx, "CREATE TEMPORARY VIEW trellis_names_probe AS "+(&plan.Plan{Target: tgt, Spec: *spec}).Query()); err != nil {
+		return nil, err
+	}
+	rows, err := sp.Query(ctx, sqlNamesReached, "pg_temp.trellis_names_probe")
+	if err != nil {
+		return nil, err
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var k, n, s string
+		err := r.Scan(&k, &n, &s)
+		return k + ":" + s + "." + n, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(out)
+	return out, sp.Rollback(ctx)
 }
 
 // checkVolatile refuses a definition whose query reaches a volatile

@@ -537,6 +537,10 @@ func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (trellistype.Appli
 			// The type as the target has it, like a defined column's: a
 			// paused (quarantined) column evaluates to a typed NULL.
 			spec.Columns[len(spec.Columns)-1].Type = typ
+			// Its names qualified as a define's are.
+			if err := qualify(ctx, tx, t.Target, &spec); err != nil {
+				return err
+			}
 			if _, err := tx.Exec(ctx, e.Cat.SQL(sqlColumnBuild), t.ID, col); err != nil {
 				return err
 			}

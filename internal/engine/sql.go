@@ -23,6 +23,22 @@ SELECT c.relpersistence = 't',
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.oid = $1::oid`
 
+	// The functions (and aggregates), types and operators a view's rule
+	// names, with their schemas: kind f, t or o, name, schema.
+	sqlNamesReached = `
+WITH dep AS (
+    SELECT d.refclassid, d.refobjid FROM pg_depend d JOIN pg_rewrite r ON d.objid = r.oid
+    WHERE d.classid = 'pg_rewrite'::regclass AND r.ev_class = $1::regclass
+)
+SELECT DISTINCT 'f', p.proname::text, n.nspname::text FROM dep JOIN pg_proc p ON p.oid = dep.refobjid JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE dep.refclassid = 'pg_proc'::regclass
+UNION
+SELECT DISTINCT 't', t.typname::text, n.nspname::text FROM dep JOIN pg_type t ON t.oid = dep.refobjid JOIN pg_namespace n ON n.oid = t.typnamespace
+WHERE dep.refclassid = 'pg_type'::regclass
+UNION
+SELECT DISTINCT 'o', o.oprname::text, n.nspname::text FROM dep JOIN pg_operator o ON o.oid = dep.refobjid JOIN pg_namespace n ON n.oid = o.oprnamespace
+WHERE dep.refclassid = 'pg_operator'::regclass`
+
 	// The volatile functions a view's rule reaches: called, behind an
 	// operator or a cast, an aggregate's support, or a domain's CHECK.
 	sqlVolatileReached = `

@@ -280,6 +280,14 @@ func (e *Engine) checkSync(ctx context.Context, tx pgx.Tx, w *want, extra func()
 		return errs.Wrap(cmp.Or(errs.CodeOf(err), trellistype.CodeInternal), err, "%s (line %d)", w.target, w.item.Line)
 	}
 	if len(spec) > 0 {
+		// Qualified as a define would store it, so that it compares with
+		// the stored spec (a table the file creates first is not there to
+		// resolve against yet: then it is compared as written).
+		schema, name, _ := strings.Cut(w.target, ".")
+		q := sp
+		if qualify(ctx, tx, plan.Target{Schema: schema, Name: name}, &q) == nil {
+			sp = q
+		}
 		*spec[0] = sp
 	}
 	return nil
