@@ -122,7 +122,7 @@ func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error 
 		return errs.New(trellistype.CodeValidation,
 			"%s cannot be read by a transform: an aggregate without GROUP BY has one row and no key column; read its sources instead", up.Target)
 	}
-	if j := up.Spec.Join; j != nil && j.Left {
+	if j := up.Spec.Join; j != nil && j.Left && pl.Kind() == plan.KindJoin {
 		return errs.New(trellistype.CodeValidation,
 			"%s cannot be read by a transform: it is a LEFT JOIN, whose key (%s) is NULL on the joined side for rows without a match",
 			up.Target, strings.Join(keys, ", "))
