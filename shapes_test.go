@@ -375,3 +375,64 @@ func TestSourceIndexGapFixesRun(t *testing.T) {
 		require.Empty(t, st.SourceIndexGaps, "%s: the fixes closed its gaps", target)
 	}
 }
+
+// waitCorrected waits until a target that was being corrected for a
+// partition change is live again with nothing left to correct.
+func (e *env) waitCorrected(c *trellis.Client, target string) {
+	e.t.Helper()
+	e.waitStatus(c, target, func(st *trellis.Status) bool { return st.State == trellis.StateLive && len(st.Correcting) == 0 })
+}
+
+// Partitions are tracked by identity, not by name: one detached, changed
+// and attached again under the same name (all between two passes of the
+// staging worker) is corrected; and a TRUNCATE of a new partition made
+// before the staging worker gave it a TRUNCATE trigger is not lost.
+func TestPartitionsTrackedByIdentity(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE readings (id int, site int, value int, PRIMARY KEY (id, site)) PARTITION BY LIST (site)`)
+	e.exec(`CREATE TABLE readings_1 PARTITION OF readings FOR VALUES IN (1)`)
+	e.exec(`CREATE TABLE readings_2 PARTITION OF readings FOR VALUES IN (2)`)
+	e.exec(`INSERT INTO readings SELECT g, 1 + g % 2, g FROM generate_series(1, 100) g`)
+	m := e.connect(trellis.Options{})
+	require.NoError(t, m.Migrate(e.ctx))
+	s := e.connect(trellis.Options{Staging: true})
+	d := e.connect(trellis.Options{DrainWorkers: 1})
+	_, err := s.Define(e.ctx, `TRANSFORM reading_values FROM readings SELECT value * 10 AS v10`)
+	require.NoError(t, err)
+	e.waitState(s, "reading_values", trellis.StateLive)
+	const recompute = "SELECT id, site, value * 10 AS v10 FROM readings"
+
+	// Detached, changed and attached again in one transaction: no pass of
+	// the staging worker sees it detached.
+	e.exec(`BEGIN;
+ALTER TABLE readings DETACH PARTITION readings_2;
+UPDATE readings_2 SET value = value + 1000;
+DELETE FROM readings_2 WHERE id % 4 = 1;
+ALTER TABLE readings ATTACH PARTITION readings_2 FOR VALUES IN (2);
+COMMIT`)
+	e.waitStatus(s, "reading_values", func(st *trellis.Status) bool { return len(st.Correcting) > 0 || st.State == trellis.StateBackfilling })
+	e.waitCorrected(s, "reading_values")
+	e.converge(d)
+	e.assertMatches("reading_values", recompute)
+
+	// A new partition whose rows were applied, then truncated while no
+	// staging worker ran (so before it had a TRUNCATE trigger).
+	require.NoError(t, s.Close())
+	e.exec(`CREATE TABLE readings_3 PARTITION OF readings FOR VALUES IN (3)`)
+	e.exec(`INSERT INTO readings SELECT g, 3, g FROM generate_series(1, 20) g`)
+	e.converge(d)
+	require.Equal(t, [][]string{{"20"}}, e.rows(`SELECT count(*) FROM reading_values WHERE site = 3`))
+	e.exec(`TRUNCATE readings_3`)
+	s2 := e.connect(trellis.Options{Staging: true})
+	e.waitStatus(s2, "reading_values", func(st *trellis.Status) bool { return len(st.Correcting) > 0 || st.State == trellis.StateBackfilling })
+	e.waitCorrected(s2, "reading_values")
+	e.converge(d)
+	e.assertMatches("reading_values", recompute)
+	// Its TRUNCATE trigger is there now.
+	e.exec(`INSERT INTO readings SELECT g, 3, g FROM generate_series(1, 5) g`)
+	e.converge(d)
+	e.exec(`TRUNCATE readings_3`)
+	e.converge(d)
+	e.assertMatches("reading_values", recompute)
+}

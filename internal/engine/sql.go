@@ -94,7 +94,7 @@ RETURNING id, key_columns, key_types, cap_columns`
 	// recorded of the old one's.
 	sqlRenewSource = `
 UPDATE %[1]s.sources SET rel_oid = $2::int8::oid, key_columns = $3, key_types = $4, partitioned = $5,
-    cap_columns = '{}', cap_types = '{}', partitions = '{}', capture_state = 'pending', installed_at = NULL,
+    cap_columns = '{}', cap_types = '{}', partitions = '{}', partition_ids = '{}', capture_state = 'pending', installed_at = NULL,
     fingerprint = NULL, disrupted_at = NULL, disruption = NULL
 WHERE id = $1
 RETURNING key_columns, key_types, cap_columns`

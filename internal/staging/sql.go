@@ -38,10 +38,21 @@ SELECT format('%I.%I', n.nspname, c.relname)
 FROM pg_partition_tree(to_regclass($1)) t
 JOIN pg_class c ON c.oid = t.relid JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE t.isleaf AND t.level > 0 ORDER BY 1`
+	// Each leaf's identity: its OID and the OIDs of the trigger clones it
+	// carries (new ones on every ATTACH), and whether its storage was
+	// replaced since it was created (TRUNCATE gives it a new relfilenode).
+	sqlLeafIdentities = `
+SELECT format('%I.%I', n.nspname, c.relname),
+       c.oid::text || ':' || coalesce((SELECT string_agg(tg.oid::text, ',' ORDER BY tg.oid) FROM pg_trigger tg
+                                       WHERE tg.tgrelid = c.oid AND tg.tgparentid <> 0), ''),
+       c.relfilenode <> c.oid
+FROM pg_partition_tree(to_regclass($1)) t
+JOIN pg_class c ON c.oid = t.relid JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE t.isleaf AND t.level > 0 ORDER BY 1`
 	sqlPartitionedSources = `
-SELECT id, schema_name, table_name, key_columns, key_types, cap_columns, cap_types, partitioned, partitions
+SELECT id, schema_name, table_name, key_columns, key_types, cap_columns, cap_types, partitioned, partitions, partition_ids
 FROM %[1]s.sources WHERE partitioned AND capture_state = 'installed' ORDER BY id`
-	sqlSetPartitions = `UPDATE %[1]s.sources SET partitions = $2 WHERE id = $1`
+	sqlSetPartitions = `UPDATE %[1]s.sources SET partitions = $2, partition_ids = $3 WHERE id = $1`
 	// A partition set change: every transform reading the source re-derives
 	// its target, with the changed partitions listed as corrections.
 	sqlCorrect = `

@@ -190,6 +190,27 @@ func leafPartitions(ctx context.Context, q interface {
 	return parts, err
 }
 
+// leafIdentities lists a partitioned source's leaves: their quoted names,
+// "name|identity" for each (see sqlLeafIdentities), and whether each one's
+// storage was replaced since it was created.
+func (w *Worker) leafIdentities(ctx context.Context, s catalog.Source) (names, ids []string, rewritten []bool, err error) {
+	rows, err := w.Pool.Query(ctx, sqlLeafIdentities, ident.Qualified(s.Schema, s.Table))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer rows.Close()
+	names, ids = []string{}, []string{}
+	for rows.Next() {
+		var n, id string
+		var rw bool
+		if err := rows.Scan(&n, &id, &rw); err != nil {
+			return nil, nil, nil, err
+		}
+		names, ids, rewritten = append(names, n), append(ids, n+"|"+id), append(rewritten, rw)
+	}
+	return names, ids, rewritten, rows.Err()
+}
+
 func (w *Worker) installPending(ctx context.Context) error {
 	srcs, err := w.sources(ctx, sqlPendingSources)
 	if err != nil {
@@ -492,35 +513,51 @@ func (w *Worker) checkPartitions(ctx context.Context) error {
 		return err
 	}
 	type src struct {
-		s     catalog.Source
-		known []string
+		s       catalog.Source
+		known   []string
+		knownID []string // "name|identity", as sqlLeafIdentities gives them
 	}
 	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (src, error) {
 		var x src
-		err := r.Scan(&x.s.ID, &x.s.Schema, &x.s.Table, &x.s.KeyCols, &x.s.KeyTypes, &x.s.CapCols, &x.s.CapTypes, &x.s.Partitioned, &x.known)
+		err := r.Scan(&x.s.ID, &x.s.Schema, &x.s.Table, &x.s.KeyCols, &x.s.KeyTypes, &x.s.CapCols, &x.s.CapTypes, &x.s.Partitioned, &x.known, &x.knownID)
 		return x, err
 	})
 	if err != nil {
 		return err
 	}
 	for _, x := range list {
-		now, err := leafPartitions(ctx, w.Pool, x.s)
+		now, ids, rewritten, err := w.leafIdentities(ctx, x.s)
 		if err != nil {
 			return err
 		}
+		was := map[string]string{}
+		for _, k := range x.knownID {
+			name, id, _ := strings.Cut(k, "|")
+			was[name] = id
+		}
 		var added, changed []string
-		for _, p := range now {
-			if !slices.Contains(x.known, p) {
+		for i, p := range now {
+			_, id, _ := strings.Cut(ids[i], "|")
+			switch {
+			case !slices.Contains(x.known, p):
 				added = append(added, p)
 				// A new partition that is empty (created, not attached with
 				// rows) needs no correction: its row triggers came with it.
+				// Unless it was truncated before it got its TRUNCATE
+				// trigger: rows applied from it may be gone.
 				var has bool
 				if err := w.Pool.QueryRow(ctx, w.Cat.SQL(sqlHasRows, p)).Scan(&has); err != nil {
 					return err
 				}
-				if has {
+				if has || rewritten[i] {
 					changed = append(changed, p)
 				}
+			case was[p] != "" && was[p] != id:
+				// The same name, attached again (detached, maybe changed,
+				// then attached) or replaced: what it holds may differ
+				// from what was applied.
+				added = append(added, p)
+				changed = append(changed, p)
 			}
 		}
 		for _, p := range x.known {
@@ -529,6 +566,11 @@ func (w *Worker) checkPartitions(ctx context.Context) error {
 			}
 		}
 		if len(added) == 0 && len(changed) == 0 {
+			if !slices.Equal(ids, x.knownID) {
+				if _, err := w.Pool.Exec(ctx, w.Cat.SQL(sqlSetPartitions), x.s.ID, now, ids); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		err = capture.WithLock(ctx, w.Pool, nil, func(tx pgx.Tx) error {
@@ -539,7 +581,7 @@ func (w *Worker) checkPartitions(ctx context.Context) error {
 					}
 				}
 			}
-			if _, err := tx.Exec(ctx, w.Cat.SQL(sqlSetPartitions), x.s.ID, now); err != nil {
+			if _, err := tx.Exec(ctx, w.Cat.SQL(sqlSetPartitions), x.s.ID, now, ids); err != nil {
 				return err
 			}
 			if len(changed) == 0 {
