@@ -126,7 +126,7 @@ type diffGen struct {
 }
 
 func (g *diffGen) pick(xs ...string) string { return xs[g.r.IntN(len(xs))] }
-func (g *diffGen) chance(p float64) bool  { return g.r.Float64() < p }
+func (g *diffGen) chance(p float64) bool    { return g.r.Float64() < p }
 
 // diffDef is one generated definition and the query that recomputes it:
 // both select the same outputs, in order, so their rows compare as text.
@@ -447,6 +447,9 @@ func runDiffCase(t *testing.T, e *env, c *trellis.Client, g *diffGen) {
 	for round := 0; round < rounds; round++ {
 		for i, k := 0, 4+g.r.IntN(10); i < k; i++ {
 			stmt := g.dml()
+			if os.Getenv("TRELLIS_DIFF_VERBOSE") != "" {
+				t.Logf("round %d: %s", round, stmt)
+			}
 			if _, err := e.db.Exec(e.ctx, stmt); err != nil {
 				// Generated statements can clash with a constraint (a key
 				// moved onto another); the row stays as it was.

@@ -2,7 +2,9 @@ package trellis_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -376,11 +378,27 @@ func TestSourceIndexGapFixesRun(t *testing.T) {
 	}
 }
 
-// waitCorrected waits until a target that was being corrected for a
-// partition change is live again with nothing left to correct.
-func (e *env) waitCorrected(c *trellis.Client, target string) {
+// waitMatches waits until target equals a fresh recompute (a correction
+// may start and finish between two polls of its status), and is live with
+// nothing left to correct.
+func (e *env) waitMatches(c *trellis.Client, target, recompute string) {
 	e.t.Helper()
-	e.waitStatus(c, target, func(st *trellis.Status) bool { return st.State == trellis.StateLive && len(st.Correcting) == 0 })
+	q := fmt.Sprintf("SELECT NOT EXISTS ((%[1]s) EXCEPT ALL (TABLE %[2]s)) AND NOT EXISTS ((TABLE %[2]s) EXCEPT ALL (%[1]s))", recompute, target)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var same bool
+		require.NoError(e.t, e.db.QueryRow(e.ctx, q).Scan(&same))
+		st, err := c.Status(e.ctx, target)
+		require.NoError(e.t, err)
+		if same && st.State == trellis.StateLive && len(st.Correcting) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.assertMatches(target, recompute)
+			e.t.Fatalf("%s matches but is %s, correcting %v", target, st.State, st.Correcting)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // Partitions are tracked by identity, not by name: one detached, changed
@@ -411,10 +429,7 @@ UPDATE readings_2 SET value = value + 1000;
 DELETE FROM readings_2 WHERE id % 4 = 1;
 ALTER TABLE readings ATTACH PARTITION readings_2 FOR VALUES IN (2);
 COMMIT`)
-	e.waitStatus(s, "reading_values", func(st *trellis.Status) bool { return len(st.Correcting) > 0 || st.State == trellis.StateBackfilling })
-	e.waitCorrected(s, "reading_values")
-	e.converge(d)
-	e.assertMatches("reading_values", recompute)
+	e.waitMatches(s, "reading_values", recompute)
 
 	// A new partition whose rows were applied, then truncated while no
 	// staging worker ran (so before it had a TRUNCATE trigger).
@@ -425,10 +440,7 @@ COMMIT`)
 	require.Equal(t, [][]string{{"20"}}, e.rows(`SELECT count(*) FROM reading_values WHERE site = 3`))
 	e.exec(`TRUNCATE readings_3`)
 	s2 := e.connect(trellis.Options{Staging: true})
-	e.waitStatus(s2, "reading_values", func(st *trellis.Status) bool { return len(st.Correcting) > 0 || st.State == trellis.StateBackfilling })
-	e.waitCorrected(s2, "reading_values")
-	e.converge(d)
-	e.assertMatches("reading_values", recompute)
+	e.waitMatches(s2, "reading_values", recompute)
 	// Its TRUNCATE trigger is there now.
 	e.exec(`INSERT INTO readings SELECT g, 3, g FROM generate_series(1, 5) g`)
 	e.converge(d)

@@ -410,6 +410,37 @@ func (p *Plan) AffectedGroups(c Changes, joinedSide bool, buckets int) string {
 		parts = c.pick(
 			fmt.Sprintf("SELECT %s FROM %s", g, c.oldImage(p.alias())),
 			fmt.Sprintf("SELECT %s FROM %s WHERE %s", g, p.from(), c.current(p.alias())))
+	case !joinedSide && !p.Spec.GroupJoined:
+		// The GROUP BY reads the changed side alone: its rows' groups,
+		// old and new, whatever they join (the other side may have
+		// changed in the same page: joining it as it is now would miss
+		// the group of a pair that no longer exists).
+		parts = c.pick(
+			fmt.Sprintf("SELECT %s FROM %s", g, c.oldImage(p.alias())),
+			fmt.Sprintf("SELECT %s FROM %s WHERE %s", g, p.from(), c.current(p.alias())))
+	case joinedSide && p.Spec.GroupJoined:
+		j := p.Spec.Join
+		ja := aliasOf(j.Source)
+		jt := ident.Qualified(j.Source.Schema, j.Source.Table) + " AS " + ident.Quote(ja)
+		parts = c.pick(
+			fmt.Sprintf("SELECT %s FROM %s", g, c.oldImage(ja)),
+			fmt.Sprintf("SELECT %s FROM %s WHERE %s", g, jt, c.current(ja)))
+		if j.Left && c.Part != "old" {
+			// A FROM row the change gave a match had none before: it
+			// leaves the group it had without one (the NULL group of
+			// GROUP BY s.col), which no image of the joined side gives.
+			// Its null-extended group is recomputed too (LEFT JOIN ON
+			// false extends every row with NULLs).
+			var fromCols, joinedCols []string
+			for _, on := range j.On {
+				fromCols = append(fromCols, ident.Quote(p.alias())+"."+ident.Quote(on.From))
+				joinedCols = append(joinedCols, ident.Quote(ja)+"."+ident.Quote(on.Joined))
+			}
+			vals := fmt.Sprintf("SELECT %s FROM %s UNION SELECT %s FROM %s WHERE %s",
+				strings.Join(joinedCols, ", "), c.oldImage(ja), strings.Join(joinedCols, ", "), jt, c.current(ja))
+			parts = append(parts, fmt.Sprintf("SELECT %s FROM %s LEFT JOIN %s ON false WHERE %s IN (%s)",
+				g, p.from(), jt, keyTuple(fromCols), vals))
+		}
 	case !joinedSide:
 		j := p.Spec.Join
 		ja := aliasOf(j.Source)
@@ -431,15 +462,6 @@ func (p *Plan) AffectedGroups(c Changes, joinedSide bool, buckets int) string {
 		parts = c.pick(
 			fmt.Sprintf("SELECT %s FROM %s JOIN %s ON %s", g, p.from(), c.oldImage(ja), p.onClause(p.alias(), ja)),
 			fmt.Sprintf("SELECT %s FROM %s WHERE %s IN (%s)", g, p.fromClause(), keyTuple(fromCols), vals))
-		if j.Left && c.Part != "old" {
-			// A FROM row the change gave a match had none before: it
-			// leaves the group it had without one (the NULL group of
-			// GROUP BY s.col), which neither image joins to. Its
-			// null-extended group is recomputed too (LEFT JOIN ON false
-			// extends every row with NULLs).
-			parts = append(parts, fmt.Sprintf("SELECT %s FROM %s LEFT JOIN %s AS %s ON false WHERE %s IN (%s)",
-				g, p.from(), jt, ident.Quote(ja), keyTuple(fromCols), vals))
-		}
 	}
 	cols := make([]string, len(p.Spec.GroupBy))
 	for i := range cols {
