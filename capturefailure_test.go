@@ -205,3 +205,51 @@ func TestCaptureFailureLostPrimaryKey(t *testing.T) {
 	e.converge(c)
 	e.assertMatches("keyed", "SELECT id, v FROM src")
 }
+
+// A key column that holds NULL while its table is captured (the primary
+// key dropped, and NOT NULL with it, or a key column dropped and added
+// again) puts ledger rows whose key has a NULL part. The drain re-reads
+// the source for them, as for any key it cannot use, instead of failing
+// on their page again and again: that stalled every change of every table
+// in the page's buckets, here another table's.
+func TestCaptureFailureNullKeyPartStallsNothing(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE src (id int PRIMARY KEY, v int)`)
+	e.exec(`CREATE TABLE other (id int PRIMARY KEY, v int)`)
+	e.exec(`INSERT INTO src SELECT g, g FROM generate_series(1, 30) g`)
+	e.exec(`INSERT INTO other SELECT g, g FROM generate_series(1, 30) g`)
+	c := e.engine()
+	for _, stmt := range []string{"TRANSFORM keyed FROM src SELECT v AS v", "TRANSFORM mirror FROM other SELECT v AS v"} {
+		_, err := c.Define(e.ctx, stmt)
+		require.NoError(t, err)
+	}
+	e.waitState(c, "keyed", trellis.StateLive)
+	e.waitState(c, "mirror", trellis.StateLive)
+
+	before := time.Now()
+	e.exec(`ALTER TABLE src DROP CONSTRAINT src_pkey`)
+	e.exec(`ALTER TABLE src ALTER COLUMN id DROP NOT NULL`)
+	e.exec(`INSERT INTO src VALUES (NULL, 7)`)
+	e.exec(`UPDATE src SET id = NULL WHERE id = 1`)
+	e.exec(`UPDATE other SET v = v + 1 WHERE id % 2 = 0`)
+	e.converge(c)
+	e.assertMatches("mirror", "SELECT id, v FROM other")
+	st, err := c.Status(e.ctx, "mirror")
+	require.NoError(t, err)
+	require.Equal(t, trellis.StateLive, st.State)
+	e.waitCaptureFailure(c, "keyed", before.Add(-time.Second))
+
+	// The rows fixed and the key back: RESUME rebuilds, and changes flow.
+	e.exec(`UPDATE src SET id = 1 WHERE v = 1`)
+	e.exec(`DELETE FROM src WHERE id IS NULL`)
+	e.exec(`ALTER TABLE src ADD PRIMARY KEY (id)`)
+	_, err = c.Apply(e.ctx, "RESUME TRANSFORM keyed")
+	require.NoError(t, err)
+	e.waitState(c, "keyed", trellis.StateLive)
+	e.exec(`UPDATE src SET v = v * 2 WHERE id % 3 = 0`)
+	e.exec(`UPDATE other SET v = v + 1 WHERE id % 3 = 0`)
+	e.converge(c)
+	e.assertMatches("keyed", "SELECT id, v FROM src")
+	e.assertMatches("mirror", "SELECT id, v FROM other")
+}

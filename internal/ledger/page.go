@@ -24,7 +24,8 @@ type Page struct {
 
 // Change is one changed key of a source: its values, the old values of the
 // source's captured columns (nil for a new row), and its bucket. A nil Key
-// is a TRUNCATE of the source.
+// is a TRUNCATE of the source, or a change whose key had a NULL part (see
+// keyOf): the source is re-read either way.
 type Change struct {
 	Src    int
 	Key    []string
@@ -63,13 +64,36 @@ func (l *Ledger) Changes(ctx context.Context, tx pgx.Tx, p *Page) ([]Change, err
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Change, error) {
 		var c Change
-		err := r.Scan(&c.Src, &c.Key, &c.Vals, &c.Bucket, &c.Mislabeled)
+		var key []*string
+		err := r.Scan(&c.Src, &key, &c.Vals, &c.Bucket, &c.Mislabeled)
+		c.Key = keyOf(key)
 		return c, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading page %d: %w", p.ID, err)
 	}
 	return out, nil
+}
+
+// keyOf is a ledger row's key as a Change holds it: nil for a TRUNCATE
+// (no key), and also when a part of the key is NULL. Capture records the
+// key columns as they are, and a key column holds NULL only while the
+// table has no primary key on it (dropped, with its NOT NULL; or the
+// column dropped and added again): no key then says which row changed, so
+// the change is one the source must be re-read for, never one that fails
+// its page.
+func keyOf(parts []*string) []string {
+	if parts == nil {
+		return nil
+	}
+	key := make([]string, len(parts))
+	for i, p := range parts {
+		if p == nil {
+			return nil
+		}
+		key[i] = *p
+	}
+	return key
 }
 
 // Done marks a page applied, in the transaction that applied it.
@@ -101,7 +125,9 @@ func (l *Ledger) InFlight(ctx context.Context, q catalog.Querier, sources []int,
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Change, error) {
 		var c Change
-		err := r.Scan(&c.Src, &c.Key, &c.Vals)
+		var key []*string
+		err := r.Scan(&c.Src, &key, &c.Vals)
+		c.Key = keyOf(key)
 		return c, err
 	})
 }
