@@ -1,22 +1,16 @@
 package trellistest
 
 import (
-	"context"
-	"fmt"
-	"os"
 	"testing"
-	"time"
 
 	"github.com/trellis-pg/trellis/internal/testpg"
+	"github.com/trellis-pg/trellis/internal/testsupport"
 )
 
 // EnvDatabaseURL names the environment variable that makes NewDatabase
 // create its databases on an existing server instead of starting one. Its
 // user must be allowed to create databases.
 const EnvDatabaseURL = testpg.EnvDatabaseURL
-
-// databaseTimeout bounds creating or dropping one test database.
-const databaseTimeout = time.Minute
 
 // NewDatabase returns the URL of a fresh, empty database for the calling
 // test, and drops it (ending sessions left on it) when the test ends. It
@@ -32,24 +26,7 @@ const databaseTimeout = time.Minute
 // stop it, and remove its files, as soon as the tests have run.
 func NewDatabase(t testing.TB) string {
 	t.Helper()
-	var logf func(string, ...any)
-	if testing.Verbose() {
-		logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), databaseTimeout)
-	defer cancel()
-	url, drop, err := testpg.NewDatabase(ctx, t.Name(), logf)
-	if err != nil {
-		t.Fatalf("trellistest: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), databaseTimeout)
-		defer cancel()
-		if err := drop(ctx); err != nil {
-			t.Errorf("trellistest: drop the test's database: %v", err)
-		}
-	})
-	return url
+	return testsupport.DatabaseFor(t, "trellistest")
 }
 
 // Main runs the tests and then stops the server NewDatabase started, if
@@ -60,12 +37,5 @@ func NewDatabase(t testing.TB) string {
 // It is optional: without it the server is stopped when the test binary
 // exits, and its temporary files are removed by the next run.
 func Main(m *testing.M) int {
-	code := m.Run()
-	if err := testpg.StopShared(); err != nil {
-		fmt.Fprintf(os.Stderr, "trellistest: stopping the test server: %v\n", err)
-		if code == 0 {
-			code = 1
-		}
-	}
-	return code
+	return testsupport.StopShared(m.Run(), "trellistest")
 }

@@ -1,7 +1,8 @@
 // Package testsupport is the test harness every package of the module
 // shares: one TestMain that stops the throwaway cluster and checks for
-// leaked goroutines, and a fresh database per test. Only test files import
-// it, so the testing package stays out of the binaries.
+// leaked goroutines, and a fresh database per test. Package trellistest
+// gives users the same database and stop on top of it. Only test files and
+// trellistest import it, so the testing package stays out of the binaries.
 package testsupport
 
 import (
@@ -33,16 +34,23 @@ var ignored = []goleak.Option{
 // It returns m.Run's exit code, or 1 if the tests passed but stopping the
 // cluster failed or goroutines leaked.
 func Main(m *testing.M) int {
-	code := m.Run()
-	if err := testpg.StopShared(); err != nil {
-		fmt.Fprintf(os.Stderr, "testsupport: stopping the test cluster: %v\n", err)
-		if code == 0 {
-			code = 1
-		}
-	}
+	code := StopShared(m.Run(), "testsupport")
 	if code == 0 {
 		if err := goleak.Find(ignored...); err != nil {
 			fmt.Fprintln(os.Stderr, "testsupport: goroutines leaked:", err)
+			code = 1
+		}
+	}
+	return code
+}
+
+// StopShared stops the shared throwaway cluster, if one was started, and
+// returns code, or 1 if code was 0 and stopping failed; who names the
+// caller in the message it prints then (trellistest.Main is one).
+func StopShared(code int, who string) int {
+	if err := testpg.StopShared(); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: stopping the test server: %v\n", who, err)
+		if code == 0 {
 			code = 1
 		}
 	}
@@ -56,6 +64,13 @@ func Main(m *testing.M) int {
 // Safe for parallel tests.
 func Database(t testing.TB) string {
 	t.Helper()
+	return DatabaseFor(t, "testsupport")
+}
+
+// DatabaseFor is Database, with who naming the caller in its failure
+// messages (trellistest.NewDatabase is one).
+func DatabaseFor(t testing.TB, who string) string {
+	t.Helper()
 	var logf func(string, ...any)
 	if testing.Verbose() {
 		logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
@@ -64,13 +79,13 @@ func Database(t testing.TB) string {
 	defer cancel()
 	url, drop, err := testpg.NewDatabase(ctx, t.Name(), logf)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", who, err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), databaseTimeout)
 		defer cancel()
 		if err := drop(ctx); err != nil {
-			t.Errorf("testsupport: drop test database: %v", err)
+			t.Errorf("%s: drop the test's database: %v", who, err)
 		}
 	})
 	return url
