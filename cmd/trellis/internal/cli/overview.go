@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/trellis-pg/trellis"
+	"github.com/trellis-pg/trellis/internal/backoff"
 )
 
 // statuses reads the status of every transform, oldest first.
@@ -138,10 +139,8 @@ func watch(ctx context.Context, w io.Writer, interval time.Duration, show func(i
 			fmt.Fprintln(w)
 		}
 		fmt.Fprintf(w, "-- %s\n%s", time.Now().UTC().Format(time.RFC3339), b.String())
-		select {
-		case <-ctx.Done():
+		if !backoff.Sleep(ctx, interval) {
 			return nil
-		case <-time.After(interval):
 		}
 	}
 }

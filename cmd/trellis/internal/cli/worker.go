@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/trellis-pg/trellis"
+	"github.com/trellis-pg/trellis/internal/backoff"
 )
 
 func newMigrateCmd(g *globals) *cobra.Command {
@@ -150,7 +151,7 @@ connected, the database answers and its workers are alive (503 otherwise).`,
 // connectRetrying connects the worker's client, retrying with backoff
 // while the failure is one time may fix: nil, nil when ctx ended first.
 func connectRetrying(ctx context.Context, g *globals, logger *slog.Logger, opts trellis.Options) (*trellis.Client, error) {
-	wait := g.pacing().retryFirst
+	retry := backoff.Exponential{Min: g.pacing().retryFirst, Max: g.pacing().retryMax}
 	for {
 		c, err := g.connect(ctx, opts)
 		if err == nil {
@@ -170,13 +171,11 @@ func connectRetrying(ctx context.Context, g *globals, logger *slog.Logger, opts 
 		default:
 			return nil, err
 		}
+		wait := retry.Next()
 		logger.Warn("cannot start the workers yet: "+why+"; retrying", "error", message(err), "retry_in", wait.String())
-		select {
-		case <-ctx.Done():
+		if !backoff.Sleep(ctx, wait) {
 			return nil, nil
-		case <-time.After(wait):
 		}
-		wait = min(2*wait, g.pacing().retryMax)
 	}
 }
 
