@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/trellis-pg/trellis/internal/locks"
@@ -60,12 +61,13 @@ func (l *Ledger) cut(ctx context.Context, force bool, emptyAfter time.Duration) 
 	type bc struct {
 		bucket int32
 		n      int64
+		segs   []int32
 	}
 	var counts []bc
 	var total int64
 	for rows.Next() {
 		var c bc
-		if err := rows.Scan(&c.bucket, &c.n); err != nil {
+		if err := rows.Scan(&c.bucket, &c.n, &c.segs); err != nil {
 			rows.Close()
 			return 0, err
 		}
@@ -83,19 +85,28 @@ func (l *Ledger) cut(ctx context.Context, force bool, emptyAfter time.Duration) 
 	if err := tx.QueryRow(ctx, l.Cat.SQL(sqlInsertCut), hi).Scan(&n); err != nil {
 		return 0, fmt.Errorf("recording a cut: %w", err)
 	}
-	// Group buckets, in order, into pages of about PageTarget rows.
+	// Group buckets, in order, into pages of about PageTarget rows. Each
+	// page lists the segments its rows are in: the count above saw every
+	// row committed in hi, so no other segment holds one of the page's.
 	pages := 0
 	var cur []int32
 	var size int64
+	segs := map[int32]bool{}
 	flush := func() error {
 		if len(cur) == 0 {
 			return nil
 		}
-		if _, err := tx.Exec(ctx, l.Cat.SQL(sqlInsertPage), n, lo, hi, cur); err != nil {
+		list := make([]int32, 0, len(segs))
+		for s := range segs {
+			list = append(list, s)
+		}
+		slices.Sort(list)
+		if _, err := tx.Exec(ctx, l.Cat.SQL(sqlInsertPage), n, lo, hi, cur, list); err != nil {
 			return fmt.Errorf("recording a page: %w", err)
 		}
 		pages++
 		cur, size = nil, 0
+		clear(segs)
 		return nil
 	}
 	for _, c := range counts {
@@ -106,6 +117,9 @@ func (l *Ledger) cut(ctx context.Context, force bool, emptyAfter time.Duration) 
 		}
 		cur = append(cur, c.bucket)
 		size += c.n
+		for _, s := range c.segs {
+			segs[s] = true
+		}
 	}
 	if err := flush(); err != nil {
 		return 0, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,9 +17,12 @@ import (
 // Page is the unit of work drain workers claim: the ledger rows of its
 // buckets committed in snapshot Hi and not in Lo.
 type Page struct {
-	ID       int64
-	Lo, Hi   string // snapshots, as text
-	Buckets  []int32
+	ID      int64
+	Lo, Hi  string // snapshots, as text
+	Buckets []int32
+	// Segs are the ring segments the page's rows are in (nil: a page cut
+	// by an older release, which reads every segment).
+	Segs     []int32
 	Attempts int // failed attempts so far
 }
 
@@ -43,9 +47,9 @@ func (l *Ledger) Claim(ctx context.Context, tx pgx.Tx, id int64) (*Page, error) 
 	var p Page
 	var err error
 	if id != 0 {
-		err = tx.QueryRow(ctx, l.Cat.SQL(sqlClaimPage), id).Scan(&p.ID, &p.Lo, &p.Hi, &p.Buckets, &p.Attempts)
+		err = tx.QueryRow(ctx, l.Cat.SQL(sqlClaimPage), id).Scan(&p.ID, &p.Lo, &p.Hi, &p.Buckets, &p.Segs, &p.Attempts)
 	} else {
-		err = tx.QueryRow(ctx, l.Cat.SQL(sqlClaim)).Scan(&p.ID, &p.Lo, &p.Hi, &p.Buckets, &p.Attempts)
+		err = tx.QueryRow(ctx, l.Cat.SQL(sqlClaim)).Scan(&p.ID, &p.Lo, &p.Hi, &p.Buckets, &p.Segs, &p.Attempts)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
@@ -56,9 +60,11 @@ func (l *Ledger) Claim(ctx context.Context, tx pgx.Tx, id int64) (*Page, error) 
 	return &p, nil
 }
 
-// Changes reads a page's changes, each distinct change once.
+// Changes reads a page's changes, each distinct change once. It reads only
+// the page's segments: the page's transaction then holds no lock on the
+// others, and a drained one can be reclaimed while the page is applied.
 func (l *Ledger) Changes(ctx context.Context, tx pgx.Tx, p *Page) ([]Change, error) {
-	rows, err := tx.Query(ctx, l.Cat.SQL(sqlPageKeys), p.Lo, p.Hi, p.Buckets, Buckets-1)
+	rows, err := tx.Query(ctx, l.Cat.SQL(sqlPageKeys, l.pageSegments(p)), p.Lo, p.Hi, p.Buckets, Buckets-1)
 	if err != nil {
 		return nil, fmt.Errorf("reading page %d: %w", p.ID, err)
 	}
@@ -94,6 +100,20 @@ func keyOf(parts []*string) []string {
 		key[i] = *p
 	}
 	return key
+}
+
+// pageSegments is the relation a page's rows are read from: the union of
+// its segments, addressed directly, or the whole ledger for a page that
+// does not list them.
+func (l *Ledger) pageSegments(p *Page) string {
+	if p.Segs == nil {
+		return l.Cat.SQL(sqlAllSegments)
+	}
+	parts := make([]string, len(p.Segs))
+	for i, s := range p.Segs {
+		parts[i] = l.Cat.SQL(sqlSegmentRows, segment(int(s)))
+	}
+	return "(" + strings.Join(parts, " UNION ALL ") + ")"
 }
 
 // Done marks a page applied, in the transaction that applied it.

@@ -7,15 +7,16 @@ const (
 	// Cuts.
 	sqlLastCut = `SELECT snap::text, extract(epoch FROM clock_timestamp() - cut_at) * 1000 FROM %[1]s.cuts ORDER BY n DESC LIMIT 1`
 
+	// The new rows of each bucket, and the segments they are in.
 	sqlCutCounts = `
-SELECT bucket, count(*) FROM %[1]s.ledger
+SELECT bucket, count(*), array_agg(DISTINCT seg ORDER BY seg) FROM %[1]s.ledger
 WHERE bucket = ANY($3::int[])
   AND xid >= pg_snapshot_xmin($1::pg_snapshot) AND xid < pg_snapshot_xmax($2::pg_snapshot)
   AND pg_visible_in_snapshot(xid, $2::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
 GROUP BY bucket ORDER BY bucket`
 
 	sqlInsertCut  = `INSERT INTO %[1]s.cuts (snap) VALUES ($1::pg_snapshot) RETURNING n`
-	sqlInsertPage = `INSERT INTO %[1]s.pages (cut, lo, hi, buckets) VALUES ($1, $2::pg_snapshot, $3::pg_snapshot, $4)`
+	sqlInsertPage = `INSERT INTO %[1]s.pages (cut, lo, hi, buckets, segs) VALUES ($1, $2::pg_snapshot, $3::pg_snapshot, $4, $5)`
 
 	// The drained frontier: the newest cut whose pages, and all older ones, are done.
 	sqlFrontier = `
@@ -55,21 +56,27 @@ SELECT EXISTS (
 
 	// Pages (page.go).
 	sqlClaim = `
-SELECT id, lo::text, hi::text, buckets, attempts FROM %[1]s.pages
+SELECT id, lo::text, hi::text, buckets, segs, attempts FROM %[1]s.pages
 WHERE NOT done AND (retry_at IS NULL OR retry_at <= clock_timestamp())
 ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`
 
 	// The rows of a page: committed in hi, not in lo, in the page's buckets.
 	// Rows below lo's xmin are all visible in lo, rows at or above hi's xmax
 	// are in no snapshot of the page, so the (bucket, xid) index bounds the scan.
+	// %[2]s is the relation read: the ledger, or only the page's segments
+	// (pageSegments), so that the page locks no other segment.
 	sqlPageKeys = `
 SELECT src, key, vals, coalesce(hashtext(key::text) & $4, 0),
        bool_or(bucket IS DISTINCT FROM coalesce(hashtext(key::text) & $4, 0))
-FROM %[1]s.ledger
+FROM %[2]s l
 WHERE bucket = ANY($3::int[])
   AND xid >= pg_snapshot_xmin($1::pg_snapshot) AND xid < pg_snapshot_xmax($2::pg_snapshot)
   AND pg_visible_in_snapshot(xid, $2::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
 GROUP BY src, key, vals`
+
+	// One segment's rows, a part of a page's segments (pageSegments).
+	sqlSegmentRows = `SELECT seg, xid, src, bucket, key, vals FROM %[1]s.%[2]s`
+	sqlAllSegments = `%[1]s.ledger`
 
 	sqlPageDone = `UPDATE %[1]s.pages SET done = true, retry_at = NULL WHERE id = $1`
 
@@ -81,7 +88,7 @@ UPDATE %[1]s.pages SET attempts = attempts + 1,
 WHERE id = $1`
 
 	sqlClaimPage = `
-SELECT id, lo::text, hi::text, buckets, attempts FROM %[1]s.pages
+SELECT id, lo::text, hi::text, buckets, segs, attempts FROM %[1]s.pages
 WHERE id = $1 AND NOT done FOR UPDATE SKIP LOCKED`
 
 	// The changes of the sources $1 that the snapshot sees committed and
