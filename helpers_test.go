@@ -39,12 +39,9 @@ func quietLogger() *slog.Logger {
 
 func setup(t *testing.T) *env {
 	t.Helper()
-	url := testsupport.Database(t)
+	url, db := testsupport.Pool(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
-	db, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(db.Close)
 	return &env{t: t, url: url, db: db, ctx: ctx}
 }
 

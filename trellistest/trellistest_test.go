@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/trellis-pg/trellis"
@@ -23,10 +22,7 @@ func TestResumeCaptureDisruptions(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	url := testsupport.Database(t)
-	db, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	defer db.Close()
+	url, db := testsupport.Pool(t)
 	exec := func(sql string) {
 		t.Helper()
 		_, err := db.Exec(ctx, sql)

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/trellis-pg/trellis/internal/catalog"
@@ -19,9 +18,7 @@ func TestMain(m *testing.M) { os.Exit(testsupport.Main(m)) }
 func TestMissingReads(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	db, err := pgxpool.New(ctx, testsupport.Database(t))
-	require.NoError(t, err)
-	defer db.Close()
+	_, db := testsupport.Pool(t)
 	exec := func(sql string) {
 		t.Helper()
 		_, err := db.Exec(ctx, sql)

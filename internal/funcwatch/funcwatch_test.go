@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/trellis-pg/trellis/internal/funcwatch"
@@ -23,9 +22,7 @@ func TestProbe(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	db, err := pgxpool.New(ctx, testsupport.Database(t))
-	require.NoError(t, err)
-	defer db.Close()
+	_, db := testsupport.Pool(t)
 	for _, q := range []string{
 		`CREATE TABLE o (id int PRIMARY KEY, price numeric)`,
 		`CREATE FUNCTION tax(p numeric) RETURNS numeric LANGUAGE sql IMMUTABLE AS 'SELECT p * 0.1'`,
@@ -59,7 +56,7 @@ func TestProbe(t *testing.T) {
 	require.Empty(t, probe(`SELECT o.id, o.price * 2 AS p FROM o`))
 
 	// A query that does not run is an error, and the transaction goes on.
-	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		_, err := funcwatch.Probe(ctx, tx, `SELECT nope(o.price) AS x FROM o`)
 		require.Error(t, err)
 		_, err = tx.Exec(ctx, `SELECT 1`)

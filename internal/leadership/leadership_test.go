@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -26,10 +25,7 @@ func TestMain(m *testing.M) { os.Exit(testsupport.Main(m)) }
 func TestOneLeaderAndRetake(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	url := testsupport.Database(t)
-	db, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	defer db.Close()
+	url, db := testsupport.Pool(t)
 	cfg, err := pgx.ParseConfig(url)
 	require.NoError(t, err)
 	cfg.RuntimeParams["application_name"] = "elector under test"

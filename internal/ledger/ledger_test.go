@@ -30,9 +30,7 @@ func setup(t *testing.T) *fixture {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	pool, err := pgxpool.New(ctx, testsupport.Database(t))
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	_, pool := testsupport.Pool(t)
 	require.NoError(t, catalog.Migrate(ctx, pool, "trellis", "public"))
 	return &fixture{ctx: ctx, pool: pool, l: &ledger.Ledger{Pool: pool, Cat: catalog.New("trellis")}}
 }

@@ -33,9 +33,7 @@ func TestKeysAreStable(t *testing.T) {
 func TestLocks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, testsupport.Database(t))
-	require.NoError(t, err)
-	defer pool.Close()
+	_, pool := testsupport.Pool(t)
 	conn := func(t *testing.T) *pgxpool.Conn {
 		c, err := pool.Acquire(ctx)
 		require.NoError(t, err)

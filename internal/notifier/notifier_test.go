@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -35,10 +34,7 @@ func woken(t *testing.T, ch <-chan struct{}, what string) {
 func TestWakesAndReconnects(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	url := testsupport.Database(t)
-	db, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	defer db.Close()
+	url, db := testsupport.Pool(t)
 	cfg, err := pgx.ParseConfig(url)
 	require.NoError(t, err)
 	cfg.RuntimeParams["application_name"] = "notifier under test"

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/trellis-pg/trellis/internal/testsupport"
@@ -19,9 +18,7 @@ func TestLockKeysTakesLocksInOrder(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, testsupport.Database(t))
-	require.NoError(t, err)
-	defer pool.Close()
+	_, pool := testsupport.Pool(t)
 
 	a, err := pool.Begin(ctx)
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
 	"github.com/trellis-pg/trellis/internal/testpg"
@@ -89,4 +90,18 @@ func DatabaseFor(t testing.TB, who string) string {
 		}
 	})
 	return url
+}
+
+// Pool is Database with a pool on the database, closed in t.Cleanup
+// before the database is dropped. It returns the database's URL and the
+// pool.
+func Pool(t testing.TB) (string, *pgxpool.Pool) {
+	t.Helper()
+	url := Database(t)
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatalf("testsupport: pool on the test database: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return url, pool
 }
