@@ -43,12 +43,18 @@ func Example_quarantineAndResume() {
 			}
 		}
 	}
-	waitFor(func() bool { st, _ := client.Status(ctx, "unit_prices"); return st != nil && st.State == trellis.StateLive })
+	waitFor(func() bool {
+		st, _ := client.Status(ctx, "unit_prices")
+		return st != nil && st.State == trellis.StateLive
+	})
 
 	// A bad row: qty 0 divides by zero.
 	_, _ = db.Exec(ctx, `INSERT INTO items VALUES (3, 50, 0)`)
 	var q trellis.QuarantineEntry
-	waitFor(func() bool { q, _ = client.QuarantineStatus(ctx, "unit_prices.unit"); return q.State == trellis.StatePaused })
+	waitFor(func() bool {
+		q, _ = client.QuarantineStatus(ctx, "unit_prices.unit")
+		return q.State == trellis.StatePaused
+	})
 	fmt.Println(q.Target, q.State, q.Error)
 	token, _ := client.WatermarkToken(ctx)
 	_ = client.AwaitConverged(ctx, token, 10*time.Second)
