@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/trellis-pg/trellis"
+	"github.com/trellis-pg/trellis/internal/backoff"
 )
 
 // defaultTimeout is the wait of AwaitLive and Converge given no timeout.
@@ -41,7 +42,7 @@ func AwaitLive(ctx context.Context, c *trellis.Client, target string, timeout ti
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	pause := 5 * time.Millisecond
+	poll := backoff.Exponential{Min: 10 * time.Millisecond, Max: 100 * time.Millisecond}
 	for {
 		st, err := c.Status(waitCtx, target)
 		if err != nil {
@@ -56,11 +57,8 @@ func AwaitLive(ctx context.Context, c *trellis.Client, target string, timeout ti
 		if st.State == trellis.StateLive {
 			return nil
 		}
-		pause = min(2*pause, 100*time.Millisecond)
-		select {
-		case <-waitCtx.Done():
+		if !backoff.Sleep(waitCtx, poll.Next()) {
 			return timeoutError(ctx, c, target, timeout, st)
-		case <-time.After(pause):
 		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/trellis-pg/trellis"
+	"github.com/trellis-pg/trellis/internal/backoff"
 )
 
 // ResumeRefused is returned by ResumeCaptureDisruptions when some
@@ -153,10 +154,8 @@ func waitLive(ctx context.Context, client *trellis.Client, target string) error 
 			}
 			return fmt.Errorf("paused again: %s", reason)
 		}
-		select {
-		case <-ctx.Done():
+		if !backoff.Sleep(ctx, 10*time.Millisecond) {
 			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
 		}
 	}
 }

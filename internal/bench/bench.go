@@ -45,6 +45,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/trellis-pg/trellis"
+	"github.com/trellis-pg/trellis/internal/backoff"
 	"github.com/trellis-pg/trellis/internal/testpg"
 )
 
@@ -516,10 +517,8 @@ WHERE backend_type = 'autovacuum worker' AND datname = current_database()`).Scan
 			e.logf("autovacuum still running after %s; measuring anyway", quiesceMax)
 			return
 		}
-		select {
-		case <-ctx.Done():
+		if !backoff.Sleep(ctx, 100*time.Millisecond) {
 			return
-		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
