@@ -58,6 +58,49 @@ func createShapeSources(e *env) {
 	e.exec(`INSERT INTO events SELECT g, g % 3, g FROM generate_series(1, 600) g`)
 }
 
+// randomWriters are writeRandomly loops on the test's pool.
+type randomWriters struct {
+	writes atomic.Int64 // write transactions the writers ran so far
+	quit   chan struct{}
+	once   sync.Once
+	wg     sync.WaitGroup
+	errs   chan error
+}
+
+// startWriters starts n writeRandomly loops on the test's pool, seeded
+// seed, seed+1, ...; they run until stop, or until the test ends.
+func (e *env) startWriters(n int, seed uint64) *randomWriters {
+	w := &randomWriters{quit: make(chan struct{}), errs: make(chan error, n)}
+	for i := range n {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			w.errs <- writeRandomly(e.ctx, e.db, seed+uint64(i), w.quit, &w.writes)
+		}()
+	}
+	e.t.Cleanup(w.halt)
+	return w
+}
+
+// halt stops the writers and waits for them; it is safe more than once.
+func (w *randomWriters) halt() {
+	w.once.Do(func() {
+		close(w.quit)
+		w.wg.Wait()
+		close(w.errs)
+	})
+}
+
+// stop stops the writers, waits for them, and fails the test if one of
+// them failed.
+func (w *randomWriters) stop(t *testing.T) {
+	t.Helper()
+	w.halt()
+	for err := range w.errs {
+		require.NoError(t, err)
+	}
+}
+
 // writeRandomly runs random inserts, updates (including key changes),
 // deletes, multi-statement transactions and rollbacks until stop closes.
 func writeRandomly(ctx context.Context, pool *pgxpool.Pool, seed uint64, stop <-chan struct{}, writes *atomic.Int64) error {
@@ -163,32 +206,17 @@ func TestConcurrentWritesConverge(t *testing.T) {
 	e.connect(trellis.Options{DrainWorkers: 2})
 	defineShapes(e, staging)
 
-	stop := make(chan struct{})
-	var writes atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for i := 0; i < 4; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs <- writeRandomly(e.ctx, e.db, uint64(i+1), stop, &writes)
-		}()
-	}
-	e.writesPast(&writes, 200)
+	w := e.startWriters(4, 1)
+	e.writesPast(&w.writes, 200)
 	// Partitions come and go while the writes run: a table with rows is
 	// attached, another detached.
 	e.exec(`CREATE TABLE events_9 (id bigint, region int, amount int, PRIMARY KEY (id, region))`)
 	e.exec(`INSERT INTO events_9 SELECT g, 9, g FROM generate_series(1, 50) g`)
 	e.exec(`ALTER TABLE events ATTACH PARTITION events_9 FOR VALUES IN (9)`)
 	e.exec(`ALTER TABLE events DETACH PARTITION events_2`)
-	e.writesPast(&writes, 200)
-	close(stop)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
-	require.Greater(t, writes.Load(), int64(100))
+	e.writesPast(&w.writes, 200)
+	w.stop(t)
+	require.Greater(t, w.writes.Load(), int64(100))
 	for _, s := range shapes {
 		e.waitState(staging, s.target, trellis.StateLive) // partition corrections re-derive some
 	}
@@ -200,7 +228,7 @@ func TestConcurrentWritesConverge(t *testing.T) {
 		require.Equal(t, trellis.StateLive, st.State)
 		require.Nil(t, st.DrainFailure)
 	}
-	t.Logf("%d write transactions", writes.Load())
+	t.Logf("%d write transactions", w.writes.Load())
 }
 
 func TestCrashesLoseNothing(t *testing.T) {
@@ -246,27 +274,12 @@ func TestCrashesLoseNothing(t *testing.T) {
 
 	// Drain workers' connections are killed mid-page, repeatedly, under writes.
 	defineShapes(e, second)
-	stop := make(chan struct{})
-	var writes atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, 3)
-	for i := 0; i < 3; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs <- writeRandomly(e.ctx, e.db, uint64(100+i), stop, &writes)
-		}()
-	}
+	w := e.startWriters(3, 100)
 	for i := 0; i < 8; i++ {
 		time.Sleep(300 * time.Millisecond)
 		e.exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'trellis worker' AND datname = current_database() AND pid <> pg_backend_pid()`)
 	}
-	close(stop)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+	w.stop(t)
 	e.converge(second)
 	for _, s := range shapes {
 		e.assertMatches(s.target, s.recompute)

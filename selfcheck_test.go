@@ -1,8 +1,6 @@
 package trellis_test
 
 import (
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -220,27 +218,8 @@ func TestSelfCheckWhileWriting(t *testing.T) {
 		e.fixIndexGaps(c, s.target)
 	}
 
-	stop := make(chan struct{})
-	var writes atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for i := 0; i < 4; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs <- writeRandomly(e.ctx, e.db, uint64(i+50), stop, &writes)
-		}()
-	}
-	stopped := false
-	stopWriters := func() {
-		if !stopped {
-			stopped = true
-			close(stop)
-			wg.Wait()
-		}
-	}
-	defer stopWriters()
-	e.writesPast(&writes, 100)
+	w := e.startWriters(4, 50)
+	e.writesPast(&w.writes, 100)
 	// Rows no write touches are added behind Trellis's back: found while
 	// the writes go on, next to keys in flight that are not reported.
 	tampered := map[string]string{"even_items": "1000000", "item_owners": "(999999,1)", "region_amounts": "77"}
@@ -255,7 +234,7 @@ func TestSelfCheckWhileWriting(t *testing.T) {
 		require.Equal(t, trellis.SelfCheckStandard, j.Mode)
 		jobs = append(jobs, j)
 	}
-	start := writes.Load()
+	start := w.writes.Load()
 	var inFlight int64
 	for i, j := range jobs {
 		done := e.waitSelfCheck(c, j.ID)
@@ -271,13 +250,9 @@ func TestSelfCheckWhileWriting(t *testing.T) {
 		}
 		requireConsistent(t, target, rep)
 	}
-	require.Greater(t, writes.Load(), start, "the writes went on during the checks")
-	stopWriters()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
-	t.Logf("%d write transactions; %d keys in flight at a re-check", writes.Load(), inFlight)
+	require.Greater(t, w.writes.Load(), start, "the writes went on during the checks")
+	w.stop(t)
+	t.Logf("%d write transactions; %d keys in flight at a re-check", w.writes.Load(), inFlight)
 
 	// Once the writes stop and the tampering is undone, a strict check
 	// agrees, and so does a recompute.

@@ -1,8 +1,6 @@
 package trellis_test
 
 import (
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,24 +61,9 @@ func TestEverydaySyntaxUnderConcurrentWrites(t *testing.T) {
 		e.fixIndexGaps(staging, s.target)
 	}
 
-	stop := make(chan struct{})
-	var writes atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, 3)
-	for i := 0; i < 3; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs <- writeRandomly(e.ctx, e.db, uint64(40+i), stop, &writes)
-		}()
-	}
-	require.Eventually(t, func() bool { return writes.Load() > 300 }, time.Minute, 10*time.Millisecond)
-	close(stop)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+	w := e.startWriters(3, 40)
+	require.Eventually(t, func() bool { return w.writes.Load() > 300 }, time.Minute, 10*time.Millisecond)
+	w.stop(t)
 	e.converge(staging)
 	for _, s := range syntaxShapes {
 		e.assertMatches(s.target, s.recompute)
