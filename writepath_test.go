@@ -440,3 +440,52 @@ func TestPlantedFunctionsAndOperatorsNeverRun(t *testing.T) {
 	e.assertMatches("t", "SELECT id, pg_catalog.lower(a::text) AS la, a::text OPERATOR(pg_catalog.||) b::text AS ab FROM src")
 	require.Equal(t, [][]string{{"0"}}, e.rows(`SELECT count(*) FROM t WHERE la = 'pwned' OR ab = 'pwned'`))
 }
+
+// A partitioned source's capture is a row-level trigger, whose plans a
+// session caches: a session that wrote to the table before a captured
+// column is renamed or retyped (committed, or in the write's own
+// transaction, before the staging worker refits capture) still writes;
+// the transform pauses naming the column, and RESUME after the column is
+// back re-derives every change made meanwhile.
+func TestPartitionedWritesSurviveColumnDDLInASessionThatWrote(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE ps (id int PRIMARY KEY, g int, v int) PARTITION BY RANGE (id)`)
+	e.exec(`CREATE TABLE ps_a PARTITION OF ps FOR VALUES FROM (0) TO (100)`)
+	e.exec(`INSERT INTO ps SELECT i, i % 5, i FROM generate_series(1, 50) i`)
+	c := e.engine()
+	_, err := c.Define(e.ctx, "TRANSFORM by_g FROM ps SELECT g AS g, sum(v) AS s, count(*) AS n GROUP BY g")
+	require.NoError(t, err)
+	e.waitState(c, "by_g", trellis.StateLive)
+	// No staging worker fits capture to the table meanwhile.
+	require.NoError(t, c.Close())
+	before := time.Now()
+
+	conn, err := e.db.Acquire(e.ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	run := func(stmts ...string) {
+		t.Helper()
+		for _, q := range stmts {
+			_, err := conn.Exec(e.ctx, q)
+			require.NoError(t, err, q)
+		}
+	}
+	// The session's capture plans are cached for partition ps_a.
+	run(`UPDATE ps SET v = v + 1 WHERE id = 1`, `DELETE FROM ps WHERE id = 2`, `INSERT INTO ps VALUES (60, 1, 60)`)
+	run(`BEGIN`, `ALTER TABLE ps RENAME COLUMN g TO grp`, `UPDATE ps SET v = v + 1 WHERE id = 3`, `DELETE FROM ps WHERE id = 4`, `COMMIT`)
+	run(`UPDATE ps_a SET v = v + 1 WHERE id = 5`, `INSERT INTO ps VALUES (61, 2, 61)`)
+	run(`BEGIN`, `ALTER TABLE ps ALTER COLUMN grp TYPE bigint`, `UPDATE ps SET grp = 3 WHERE id = 6`, `DELETE FROM ps WHERE id = 7`, `COMMIT`)
+	run(`UPDATE ps SET v = v + 1 WHERE id = 8`)
+
+	c = e.connect(trellis.Options{Staging: true, DrainWorkers: 2})
+	st := e.waitCaptureFailure(c, "by_g", before)
+	require.Equal(t, []string{"g"}, st.CaptureFailure.Columns, "%+v", st.CaptureFailure)
+	run(`ALTER TABLE ps RENAME COLUMN grp TO g`, `UPDATE ps SET v = v + 1 WHERE id = 9`)
+	_, err = c.Apply(e.ctx, "RESUME TRANSFORM by_g")
+	require.NoError(t, err)
+	e.waitState(c, "by_g", trellis.StateLive)
+	run(`UPDATE ps SET g = 4 WHERE id = 10`)
+	e.converge(c)
+	e.assertMatches("by_g", "SELECT g, sum(v) AS s, count(*) AS n FROM ps GROUP BY g")
+}

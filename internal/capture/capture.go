@@ -161,9 +161,19 @@ END
 $trellis$`
 	insert := fmt.Sprintf("INSERT INTO %s.ledger (seg, src, bucket, key, vals)\n      SELECT s, %d, pg_catalog.hashtext(c.key::pg_catalog.text) OPERATOR(pg_catalog.&) %d, c.key, c.vals FROM (%%s) AS c(key, vals);", cat, s.ID, ledger.Buckets-1)
 	if s.Partitioned {
-		// A row-level trigger: its probe reads the record's fields.
-		rec := func(r string, old bool) string {
-			return "SELECT " + named(r, old)
+		// A row-level trigger: its probe evaluates the record's fields. A
+		// session's cached plan resolves a field only when it evaluates
+		// it, so planning the fields under LIMIT 0 would check nothing
+		// once cached (a column renamed or retyped since would then fail
+		// the INSERT below, in the writer's statement).
+		rowGuarded := func(fields string) string {
+			return fmt.Sprintf(`    BEGIN
+      PERFORM %s;
+      %s
+    EXCEPTION WHEN OTHERS THEN
+      s := NULL;
+    END;
+`, fields, probe("")) + reread
 		}
 		row := func(r, vals string) string {
 			return fmt.Sprintf(insert, "SELECT "+render(r, s.KeyCols, false)+", "+vals)
@@ -183,9 +193,9 @@ $trellis$`
 %s    %s
   ELSE
 %s  END IF;
-`, guarded(rec("NEW", false), ""), row("NEW", "NULL::pg_catalog.text[]"),
-			guarded(rec("OLD", true)+", "+named("NEW", false), ""), row("OLD", render("OLD", s.CapCols, true)), strings.Join(same, " AND "), row("NEW", "NULL::pg_catalog.text[]"),
-			guarded(rec("OLD", true), ""), row("OLD", render("OLD", s.CapCols, true)),
+`, rowGuarded(named("NEW", false)), row("NEW", "NULL::pg_catalog.text[]"),
+			rowGuarded(named("OLD", true)+", "+named("NEW", false)), row("OLD", render("OLD", s.CapCols, true)), strings.Join(same, " AND "), row("NEW", "NULL::pg_catalog.text[]"),
+			rowGuarded(named("OLD", true)), row("OLD", render("OLD", s.CapCols, true)),
 			"    s := NULL;\n"+reread) + tail
 	}
 	newRows := "SELECT " + render("nw", s.KeyCols, false) + ", NULL::pg_catalog.text[] FROM trellis_new nw"
