@@ -53,9 +53,11 @@ func TestWakesAndReconnects(t *testing.T) {
 	woken(t, a, "on a notification")
 	woken(t, b, "on a notification")
 
+	// The kill waits for the backend to exit: the lock it held is gone
+	// before the checks below, which are then about the new connection.
 	var killed bool
 	require.NoError(t, db.QueryRow(ctx,
-		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'notifier under test'").Scan(&killed))
+		"SELECT pg_terminate_backend(pid, 60000) FROM pg_stat_activity WHERE application_name = 'notifier under test'").Scan(&killed))
 	require.True(t, killed)
 	woken(t, a, "after the reconnect")
 	held, err := locks.Held(ctx, db, locks.DrainKey("trellis"))
