@@ -182,8 +182,15 @@ func TestStartFailureReportsServerLog(t *testing.T) {
 	}
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `unrecognized configuration parameter "no_such_setting"`)
+	// Other test processes on the machine start and stop clusters in the
+	// same directory meanwhile: only a new directory this process owns is
+	// one the failed Start left behind.
 	after, _ := filepath.Glob(filepath.Join(baseDir(), tempPrefix+"*"))
-	assert.Subset(t, before, after, "failed Start left its temp dir behind")
+	for _, dir := range after {
+		if owner, ok := readPid(filepath.Join(dir, "owner.pid")); ok && owner == os.Getpid() {
+			assert.Contains(t, before, dir, "failed Start left its temp dir behind")
+		}
+	}
 }
 
 func TestSweepStale(t *testing.T) {
