@@ -55,10 +55,17 @@ const (
 	Latency  = "latency"
 	Drain    = "drain"
 	Backfill = "backfill"
+	// Compare is the side-by-side benchmark: plain writes, an empty
+	// trigger (the floor) and Trellis, interleaved in one run. It runs
+	// only when Options.Only names it.
+	Compare = "compare"
 )
 
-// All lists every benchmark, in the order Run runs them.
+// All lists the benchmarks Run runs by default, in the order it runs them.
 var All = []string{Write, Latency, Drain, Backfill}
+
+// Known lists every benchmark Options.Only accepts.
+var Known = []string{Write, Latency, Drain, Backfill, Compare}
 
 // Defaults of Options.
 const (
@@ -112,6 +119,10 @@ type Options struct {
 	// Shape is the transform every benchmark maintains: Projection (the
 	// default), GroupBy or Join (see Shapes).
 	Shape string
+	// Durable starts the throwaway server with fsync, synchronous_commit
+	// and full_page_writes on (it runs with them off otherwise). It cannot
+	// be combined with URL, whose server's own settings apply.
+	Durable bool
 	// Logf receives progress messages; nil discards them.
 	Logf func(format string, args ...any)
 }
@@ -129,9 +140,12 @@ func (o Options) withDefaults() Options {
 
 func (o Options) validate() error {
 	for _, n := range o.Only {
-		if !slices.Contains(All, n) {
-			return fmt.Errorf("bench: unknown benchmark %q (known: %s)", n, strings.Join(All, ", "))
+		if !slices.Contains(Known, n) {
+			return fmt.Errorf("bench: unknown benchmark %q (known: %s)", n, strings.Join(Known, ", "))
 		}
+	}
+	if o.Durable && o.URL != "" {
+		return errors.New("bench: Options.Durable applies to the throwaway server, not to a server given by Options.URL")
 	}
 	if !slices.Contains(Shapes, o.Shape) {
 		return fmt.Errorf("bench: unknown shape %q (known: %s)", o.Shape, strings.Join(Shapes, ", "))
@@ -148,7 +162,10 @@ func (o Options) validate() error {
 }
 
 func (o Options) runs(name string) bool {
-	return len(o.Only) == 0 || slices.Contains(o.Only, name)
+	if len(o.Only) == 0 {
+		return slices.Contains(All, name)
+	}
+	return slices.Contains(o.Only, name)
 }
 
 // Result is one figure: a measurement and the baseline it is compared with,
@@ -164,6 +181,46 @@ type Result struct {
 	Ratio float64
 	// Notes say what the baseline is and what DESIGN asks for.
 	Notes string
+	// CPUBaseline and CPUMeasured are the CPU microseconds per change (a
+	// write, a key applied, a row built) of the baseline and of the
+	// measurement, over every process: the server's (from /proc/<pid>/stat
+	// of every process pg_stat_activity lists) and the benchmark's own,
+	// which runs the writers and the Trellis workers. 0: not measured (a
+	// server on another machine). Unlike rates, they stay comparable when
+	// other work shares the machine.
+	CPUBaseline, CPUMeasured float64
+}
+
+// withCPU sets a result's CPU per change.
+func withCPU(r Result, baseline, measured float64) Result {
+	r.CPUBaseline, r.CPUMeasured = baseline, measured
+	return r
+}
+
+// CPURatio is CPUMeasured/CPUBaseline, 0 when either is not measured.
+func (r Result) CPURatio() float64 {
+	if r.CPUBaseline <= 0 || r.CPUMeasured <= 0 {
+		return 0
+	}
+	return r.CPUMeasured / r.CPUBaseline
+}
+
+// least is the smallest positive figure of xs, 0 when none is.
+func least(xs []float64) float64 {
+	best := 0.0
+	for _, x := range xs {
+		if x > 0 && (best == 0 || x < best) {
+			best = x
+		}
+	}
+	return best
+}
+
+func mean(a, b float64) float64 {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	return (a + b) / 2
 }
 
 func result(name string, baseline, measured float64, unit, notes string) Result {
@@ -190,7 +247,11 @@ func RunResults(ctx context.Context, opts Options, w io.Writer) ([]Result, error
 	}
 	s := &suite{opts: opts, logf: opts.Logf}
 	if opts.URL == "" {
-		c, err := testpg.Start(ctx, testpg.Options{Logf: opts.Logf})
+		var settings map[string]string
+		if opts.Durable {
+			settings = map[string]string{"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
+		}
+		c, err := testpg.Start(ctx, testpg.Options{Settings: settings, Logf: opts.Logf})
 		if err != nil {
 			return nil, err
 		}
@@ -211,7 +272,7 @@ func RunResults(ctx context.Context, opts Options, w io.Writer) ([]Result, error
 		name string
 		fn   func(context.Context, *env) ([]Result, error)
 	}{
-		{Write, s.write}, {Latency, s.latency}, {Drain, s.drain}, {Backfill, s.backfill},
+		{Write, s.write}, {Latency, s.latency}, {Drain, s.drain}, {Backfill, s.backfill}, {Compare, s.compare},
 	}
 	var all []Result
 	var errs []error
@@ -240,9 +301,13 @@ func RunResults(ctx context.Context, opts Options, w io.Writer) ([]Result, error
 // Print writes results as an aligned table.
 func Print(w io.Writer, results []Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "benchmark\tbaseline\tmeasured\tunit\tratio\tnotes")
+	fmt.Fprintln(tw, "benchmark\tbaseline\tmeasured\tunit\tratio\tcpu µs/change (base)\tcpu µs/change\tcpu ratio\tnotes")
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.3f\t%s\n", r.Name, num(r.Baseline), num(r.Measured), r.Unit, r.Ratio, r.Notes)
+		cpuBase, cpu, cpuRatio := "n/a", "n/a", "n/a"
+		if r.CPURatio() > 0 {
+			cpuBase, cpu, cpuRatio = num(r.CPUBaseline), num(r.CPUMeasured), fmt.Sprintf("%.3f", r.CPURatio())
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.3f\t%s\t%s\t%s\t%s\n", r.Name, num(r.Baseline), num(r.Measured), r.Unit, r.Ratio, cpuBase, cpu, cpuRatio, r.Notes)
 	}
 	_ = tw.Flush()
 }
@@ -307,6 +372,9 @@ type env struct {
 	catalog string // the Trellis instance's catalog
 	pool    *pgxpool.Pool
 	dbName  string // database created for the benchmark; "" in Options.URL
+	// buildCPU is the CPU seconds (every process) of the last define, from
+	// Define to live; 0 when not measured.
+	buildCPU float64
 }
 
 func (s *suite) newEnv(ctx context.Context, name string) (*env, error) {
@@ -458,6 +526,7 @@ func (e *env) define(ctx context.Context, c *trellis.Client) (time.Duration, err
 		return 0, fmt.Errorf("warming up the parser: want a parse error, got %v", err)
 	}
 	e.quiesce(ctx)
+	m := e.startMeter(ctx)
 	begin := time.Now()
 	target, err := c.Define(ctx, e.transform())
 	if err != nil {
@@ -467,6 +536,7 @@ func (e *env) define(ctx context.Context, c *trellis.Client) (time.Duration, err
 		return 0, err
 	}
 	took := time.Since(begin)
+	e.buildCPU, _ = cpuSince(m.start, e.sampleCPU(ctx))
 	// The benchmarks measure the configuration Trellis asks for: a GROUP BY
 	// or JOIN source lacking an index it needs is the setup's mistake.
 	st, err := c.Status(ctx, target)

@@ -58,10 +58,40 @@ func smoke(t *testing.T, opts Options) {
 			}
 		}
 	}
-	for _, n := range All {
+	want := All
+	if len(opts.Only) > 0 {
+		want = opts.Only
+	}
+	for _, n := range want {
 		if !names[n] {
 			t.Errorf("no result of benchmark %s", n)
 		}
+	}
+	// Every figure but latency's has a CPU per change on both sides (the
+	// server runs on this machine).
+	for _, r := range results {
+		if strings.HasPrefix(r.Name, Latency) {
+			continue
+		}
+		if !(r.CPUBaseline > 0) || !(r.CPUMeasured > 0) || math.IsInf(r.CPUMeasured, 0) {
+			t.Errorf("%s: CPU per change %v (baseline %v): want positive numbers", r.Name, r.CPUMeasured, r.CPUBaseline)
+		}
+	}
+	if !strings.Contains(out.String(), "cpu µs/change") {
+		t.Error("the report has no CPU column")
+	}
+}
+
+// TestBenchCompareSmoke runs the side-by-side benchmark at a tiny size: a
+// floor and a Trellis figure, each against plain writes.
+func TestBenchCompareSmoke(t *testing.T) {
+	smoke(t, Options{Only: []string{Compare}, Rows: 2000, Changes: 2000, Duration: 300 * time.Millisecond})
+}
+
+func TestDurableNeedsTheThrowawayServer(t *testing.T) {
+	_, err := RunResults(context.Background(), Options{URL: "postgres://localhost/x", Durable: true}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "Durable") {
+		t.Fatalf("got %v, want an error saying Durable needs the throwaway server", err)
 	}
 }
 

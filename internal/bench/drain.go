@@ -67,9 +67,11 @@ func (s *suite) drain(ctx context.Context, e *env) ([]Result, error) {
 	}
 	rand.New(rand.NewPCG(3, 4)).Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
 	upsert := fmt.Sprintf("INSERT INTO %s (id, v) SELECT id, v FROM %s WHERE id = ANY($1) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v", cp, src)
+	var baseCPU []float64
 	baseline := func() (time.Duration, error) {
 		e.quiesce(ctx)
-		return timed(func() error {
+		m := e.startMeter(ctx)
+		d, err := timed(func() error {
 			for lo := 0; lo < n; lo += drainBatch {
 				if err := e.exec(ctx, upsert, keys[lo:min(lo+drainBatch, n)]); err != nil {
 					return err
@@ -77,6 +79,8 @@ func (s *suite) drain(ctx context.Context, e *env) ([]Result, error) {
 			}
 			return nil
 		})
+		baseCPU = append(baseCPU, m.perChange(ctx, float64(n)))
+		return d, err
 	}
 	base1, err := baseline()
 	if err != nil {
@@ -86,6 +90,7 @@ func (s *suite) drain(ctx context.Context, e *env) ([]Result, error) {
 
 	var c2close func() error
 	e.quiesce(ctx)
+	m := e.startMeter(ctx)
 	took, err := timed(func() error {
 		c2, err := e.connect(ctx, true, drainWorkers)
 		if err != nil {
@@ -100,6 +105,7 @@ func (s *suite) drain(ctx context.Context, e *env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	drainCPU := m.perChange(ctx, float64(n))
 	e.logf("drained %d changes in %s", n, took.Round(time.Millisecond))
 	bad, err := e.mismatches(ctx)
 	if err != nil {
@@ -117,8 +123,8 @@ func (s *suite) drain(ctx context.Context, e *env) ([]Result, error) {
 	e.logf("baseline upserts took %s and %s", base1.Round(time.Millisecond), base2.Round(time.Millisecond))
 	perBatch := ms(base) / float64((n+drainBatch-1)/drainBatch)
 	return []Result{
-		result("drain", float64(n)/base.Seconds(), float64(n)/took.Seconds(), "keys/s",
+		withCPU(result("drain", float64(n)/base.Seconds(), float64(n)/took.Seconds(), "keys/s",
 			fmt.Sprintf("%s shape, %d-change backlog, Connect to converged with 2 workers (%.2f s), vs bare upsert of %d keys/statement, best of 2 (%.0f ms each; DESIGN: ~160 ms, ~62k keys/s)",
-				e.shape.name, n, took.Seconds(), drainBatch, perBatch)),
+				e.shape.name, n, took.Seconds(), drainBatch, perBatch)), least(baseCPU), drainCPU),
 	}, nil
 }

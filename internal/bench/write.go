@@ -41,27 +41,39 @@ func (s *suite) write(ctx context.Context, e *env) ([]Result, error) {
 	}
 	defer ws.close()
 
-	phase := func(label string) (float64, error) {
+	// A phase measures from its warm-up on: its CPU per change counts the
+	// warm-up's writes too, and for a phase with workers, what the drain
+	// spends on them until it has caught up (cpu, called after catchUp).
+	type measured struct {
+		tps     float64
+		changes float64
+		m       *meter
+	}
+	phase := func(label string) (measured, error) {
 		if err := e.exec(ctx, "VACUUM "+e.table("bench_src")); err != nil {
-			return 0, err
+			return measured{}, err
 		}
 		e.checkpoint(ctx)
 		e.quiesce(ctx)
-		if _, err := ws.run(ctx, min(warmupMax, s.opts.Duration/10)); err != nil {
-			return 0, err
-		}
-		tps, err := ws.run(ctx, s.opts.Duration)
+		m := e.startMeter(ctx)
+		_, warm, err := ws.run(ctx, min(warmupMax, s.opts.Duration/10))
 		if err != nil {
-			return 0, err
+			return measured{}, err
+		}
+		tps, n, err := ws.run(ctx, s.opts.Duration)
+		if err != nil {
+			return measured{}, err
 		}
 		e.logf("%s: %.0f tx/s", label, tps)
-		return tps, nil
+		return measured{tps: tps, changes: float64(warm + n), m: m}, nil
 	}
+	cpu := func(p measured) float64 { return p.m.perChange(ctx, p.changes) }
 
 	b1, err := phase("B1 (no transform)")
 	if err != nil {
 		return nil, err
 	}
+	b1CPU := cpu(b1)
 
 	c, err := e.connect(ctx, true, drainWorkers)
 	if err != nil {
@@ -82,12 +94,14 @@ func (s *suite) write(ctx context.Context, e *env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	w1CPU := cpu(w1)
 	_ = c.Close()
 
 	c1, err := phase("C1 (capture only)")
 	if err != nil {
 		return nil, err
 	}
+	c1CPU := cpu(c1)
 
 	// B2: the writers' sessions in replica mode, where the capture triggers
 	// do not fire. (Disabling the triggers would be a capture disruption,
@@ -100,6 +114,7 @@ func (s *suite) write(ctx context.Context, e *env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	b2CPU := cpu(b2)
 	if err := ws.setAll(ctx, "RESET session_replication_role"); err != nil {
 		return nil, err
 	}
@@ -127,6 +142,7 @@ func (s *suite) write(ctx context.Context, e *env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	w2CPU := cpu(w2)
 	if strings.HasPrefix(lag2, "caught up") {
 		bad, err := e.mismatches(ctx)
 		if err != nil {
@@ -138,12 +154,13 @@ func (s *suite) write(ctx context.Context, e *env) ([]Result, error) {
 	}
 
 	const bar = "DESIGN: >= 0.8"
-	base := (b1 + b2) / 2
+	base, baseCPU := (b1.tps+b2.tps)/2, mean(b1CPU, b2CPU)
 	return []Result{
-		result("write", base, (w1+w2)/2, "tx/s", fmt.Sprintf("mean of 2 alternated runs, capture + 2 drain workers vs no capture; %s", bar)),
-		result("write/run1", b1, w1, "tx/s", fmt.Sprintf("B1 then W1; drain %s after writes stopped", lag1)),
-		result("write/run2", b2, w2, "tx/s", fmt.Sprintf("B2 (writers in replica mode: capture triggers not firing) then W2 (after re-deriving the target; C1's backlog: drain %s); drain %s after writes stopped", backlog, lag2)),
-		result("write/capture-only", base, c1, "tx/s", "triggers installed, no worker running; baseline = mean of B1, B2"),
+		withCPU(result("write", base, (w1.tps+w2.tps)/2, "tx/s", fmt.Sprintf("mean of 2 alternated runs, capture + 2 drain workers vs no capture; %s", bar)),
+			baseCPU, mean(w1CPU, w2CPU)),
+		withCPU(result("write/run1", b1.tps, w1.tps, "tx/s", fmt.Sprintf("B1 then W1; drain %s after writes stopped", lag1)), b1CPU, w1CPU),
+		withCPU(result("write/run2", b2.tps, w2.tps, "tx/s", fmt.Sprintf("B2 (writers in replica mode: capture triggers not firing) then W2 (after re-deriving the target; C1's backlog: drain %s); drain %s after writes stopped", backlog, lag2)), b2CPU, w2CPU),
+		withCPU(result("write/capture-only", base, c1.tps, "tx/s", "triggers installed, no worker running; baseline = mean of B1, B2"), baseCPU, c1CPU),
 	}, nil
 }
 
@@ -206,8 +223,8 @@ func (w *writers) close() {
 }
 
 // run updates random rows on every connection for d and returns the
-// transactions per second.
-func (w *writers) run(ctx context.Context, d time.Duration) (float64, error) {
+// transactions per second and their number.
+func (w *writers) run(ctx context.Context, d time.Duration) (float64, int64, error) {
 	var wg sync.WaitGroup
 	counts := make([]int64, len(w.conns))
 	errs := make([]error, len(w.conns))
@@ -231,9 +248,9 @@ func (w *writers) run(ctx context.Context, d time.Duration) (float64, error) {
 	var total int64
 	for i := range counts {
 		if errs[i] != nil {
-			return 0, errs[i]
+			return 0, 0, errs[i]
 		}
 		total += counts[i]
 	}
-	return float64(total) / elapsed.Seconds(), nil
+	return float64(total) / elapsed.Seconds(), total, nil
 }

@@ -1,0 +1,147 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// compareRounds is how many times the side-by-side benchmark runs each of
+// its three configurations, interleaved.
+const compareRounds = 2
+
+// compare runs the write benchmark's workload (4 connections of
+// single-row UPDATEs) on one table in three configurations, interleaved
+// (plain, floor, Trellis, then Trellis, floor, plain, and so on), so that
+// table growth, checkpoints and the machine's other work fall on all of
+// them alike:
+//
+//   - plain: no trigger fires (the writers in replica mode, where capture
+//     does not fire, and the floor trigger disabled);
+//   - floor: an empty statement-level AFTER UPDATE trigger with transition
+//     tables fires (ENABLE ALWAYS, so it fires in replica mode), the least
+//     any trigger-based capture costs;
+//   - trellis: capture fires and 2 drain workers apply it; the phase's CPU
+//     is counted until the drain has caught up, so it is the whole cost of
+//     a maintained write.
+//
+// It reports each configuration's throughput and CPU per write against
+// plain.
+func (s *suite) compare(ctx context.Context, e *env) ([]Result, error) {
+	rows := s.opts.Rows
+	if err := e.createSource(ctx, rows); err != nil {
+		return nil, err
+	}
+	src := e.table("bench_src")
+	if err := e.exec(ctx, fmt.Sprintf(`CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NULL; END$$`, e.table("bench_floor"))); err != nil {
+		return nil, err
+	}
+	if err := e.exec(ctx, fmt.Sprintf(`CREATE TRIGGER bench_floor AFTER UPDATE ON %s REFERENCING OLD TABLE AS o NEW TABLE AS n
+FOR EACH STATEMENT EXECUTE FUNCTION %s()`, src, e.table("bench_floor"))); err != nil {
+		return nil, err
+	}
+	ws, err := newWriters(ctx, e.url, src, rows)
+	if err != nil {
+		return nil, err
+	}
+	defer ws.close()
+	c, err := e.connect(ctx, true, drainWorkers)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = c.Close() }()
+	if _, err := e.define(ctx, c); err != nil {
+		return nil, err
+	}
+	limit := max(catchUpMin, catchUpPhases*s.opts.Duration)
+
+	type config struct {
+		name    string
+		replica bool   // the writers in replica mode: capture does not fire
+		floor   string // ENABLE ALWAYS or DISABLE the floor trigger
+	}
+	configs := []config{
+		{name: "plain", replica: true, floor: "DISABLE"},
+		{name: "floor", replica: true, floor: "ENABLE ALWAYS"},
+		{name: "trellis", replica: false, floor: "DISABLE"},
+	}
+	type sums struct{ tps, cpu []float64 }
+	got := map[string]*sums{}
+	var lags []string
+	run := func(cf config) error {
+		if err := e.exec(ctx, fmt.Sprintf("ALTER TABLE %s %s TRIGGER bench_floor", src, cf.floor)); err != nil {
+			return err
+		}
+		mode := "RESET session_replication_role"
+		if cf.replica {
+			mode = "SET session_replication_role = replica"
+		}
+		if err := ws.setAll(ctx, mode); err != nil {
+			return err
+		}
+		if err := e.exec(ctx, "VACUUM "+src); err != nil {
+			return err
+		}
+		e.checkpoint(ctx)
+		e.quiesce(ctx)
+		m := e.startMeter(ctx)
+		_, warm, err := ws.run(ctx, min(warmupMax, s.opts.Duration/10))
+		if err != nil {
+			return err
+		}
+		tps, n, err := ws.run(ctx, s.opts.Duration)
+		if err != nil {
+			return err
+		}
+		if !cf.replica {
+			lag, err := e.catchUp(ctx, c, limit, "after "+cf.name)
+			if err != nil {
+				return err
+			}
+			lags = append(lags, lag)
+		}
+		cpu := m.perChange(ctx, float64(warm+n))
+		e.logf("%s: %.0f tx/s, %.0f µs CPU per write", cf.name, tps, cpu)
+		g := got[cf.name]
+		if g == nil {
+			g = &sums{}
+			got[cf.name] = g
+		}
+		g.tps, g.cpu = append(g.tps, tps), append(g.cpu, cpu)
+		return nil
+	}
+	for r := range compareRounds {
+		for i := range configs {
+			cf := configs[i]
+			if r%2 == 1 {
+				cf = configs[len(configs)-1-i]
+			}
+			if err := run(cf); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := ws.setAll(ctx, "RESET session_replication_role"); err != nil {
+		return nil, err
+	}
+	avg := func(xs []float64) float64 {
+		t := 0.0
+		for _, x := range xs {
+			if x <= 0 {
+				return 0
+			}
+			t += x
+		}
+		return t / float64(len(xs))
+	}
+	plain := got["plain"]
+	order := fmt.Sprintf("mean of %d interleaved runs vs plain (no trigger firing)", compareRounds)
+	return []Result{
+		withCPU(result("compare/floor", avg(plain.tps), avg(got["floor"].tps), "tx/s",
+			order+"; an empty statement trigger with transition tables: the floor of trigger capture"),
+			avg(plain.cpu), avg(got["floor"].cpu)),
+		withCPU(result("compare/trellis", avg(plain.tps), avg(got["trellis"].tps), "tx/s",
+			order+"; capture + 2 drain workers, CPU counted until the drain caught up ("+strings.Join(lags, ", ")+")"),
+			avg(plain.cpu), avg(got["trellis"].cpu)),
+	}, nil
+}
