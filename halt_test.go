@@ -41,3 +41,22 @@ func TestHaltSaysWhatFailed(t *testing.T) {
 	require.NotContains(t, st.PausedReason, "changed outside Trellis", "the target of calls was not touched")
 	require.True(t, strings.Contains(st.PausedReason, "twice"), st.PausedReason)
 }
+
+// DROP SCHEMA ... CASCADE that takes a target along does not leave a
+// transform that looks healthy: its status reports the target gone.
+func TestDropSchemaCascadeOfTargetIsReported(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	c := e.engine()
+	e.exec(`CREATE TABLE src (id int PRIMARY KEY, v int NOT NULL)`)
+	e.exec(`INSERT INTO src SELECT g, g FROM generate_series(1, 10) g`)
+	e.exec(`CREATE SCHEMA reports`)
+	_, err := c.Define(e.ctx, `TRANSFORM reports.copy FROM src SELECT v AS v`)
+	require.NoError(t, err)
+	e.waitState(c, "reports.copy", trellis.StateLive)
+	e.exec(`DROP SCHEMA reports CASCADE`)
+	e.exec(`UPDATE src SET v = v + 1`)
+	st := e.waitStatus(c, "reports.copy", func(st *trellis.Status) bool { return st.State == trellis.StatePaused })
+	require.NotNil(t, st.CaptureFailure)
+	require.Contains(t, st.PausedReason, "dropped")
+}
