@@ -496,7 +496,22 @@ func convergeRetrying(e *env, c *trellis.Client) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	require.NoError(e.t, err)
+	// Say what holds convergence up: every transform's state and failures.
+	var why []string
+	defs, derr := c.Definitions(e.ctx)
+	for _, d := range defs {
+		if st, serr := c.Status(e.ctx, d.Target); serr == nil && st != nil {
+			line := fmt.Sprintf("%s: %s pending %d", st.Target, st.State, st.PendingChanges)
+			if st.DrainFailure != nil {
+				line += fmt.Sprintf(", drain failure after %d attempts: %s", st.DrainFailure.Attempts, st.DrainFailure.Error)
+			}
+			if st.PausedReason != "" {
+				line += ", paused: " + st.PausedReason
+			}
+			why = append(why, line)
+		}
+	}
+	require.NoError(e.t, err, "definitions (%v):\n%s", derr, strings.Join(why, "\n"))
 }
 
 // assertIdentical compares a target with its recompute by the text form
