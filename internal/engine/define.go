@@ -15,6 +15,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/errs"
 	"github.com/trellis-pg/trellis/internal/funcwatch"
 	"github.com/trellis-pg/trellis/internal/grammar"
+	"github.com/trellis-pg/trellis/internal/ident"
 	"github.com/trellis-pg/trellis/internal/pgerr"
 	"github.com/trellis-pg/trellis/internal/plan"
 	"github.com/trellis-pg/trellis/trellistype"
@@ -104,9 +105,9 @@ func (e *Engine) readKey(ctx context.Context, tx pgx.Tx, s *side) error {
 
 // keyTarget lets a chain read a GROUP BY or JOIN target, which is keyed by
 // a unique index over nullable columns (NULLS NOT DISTINCT): its key
-// columns are made NOT NULL, so the index identifies its rows. A target
-// holding a NULL key now is refused; one that would produce a NULL key
-// later holds that key (HeldKeys) instead of dropping it silently.
+// columns are made NOT NULL, so the index identifies its rows. Only a key
+// that cannot be NULL qualifies: an inner join's (both sides' keys), or a
+// GROUP BY of NOT NULL columns.
 // Anything else than a Trellis target with a key is left alone.
 func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error {
 	up, err := e.Cat.Transform(ctx, tx, plan.Target{Schema: rel.schema, Name: rel.name}, false)
@@ -126,6 +127,37 @@ func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error 
 		return errs.New(trellistype.CodeValidation,
 			"%s cannot be read by a transform: it is a LEFT JOIN, whose key (%s) is NULL on the joined side for rows without a match",
 			up.Target, strings.Join(keys, ", "))
+	}
+	if pl.Kind() == plan.KindAggregate {
+		// Only a key that can never be NULL: a NULL group appearing later
+		// would fail the upstream's whole-table rebuilds (a TRUNCATE of
+		// its source), which no key can be blamed for.
+		side := up.Spec.Source
+		if j := up.Spec.Join; j != nil && up.Spec.GroupJoined {
+			if j.Left {
+				return errs.New(trellistype.CodeValidation,
+					"%s cannot be read by a transform: it is a LEFT JOIN grouped by the joined side, whose group is NULL for rows without a match", up.Target)
+			}
+			side = j.Source
+		}
+		for i, g := range up.Spec.GroupBy {
+			m := plainColumn.FindStringSubmatch(g)
+			var notNull bool
+			if m != nil {
+				col := m[1]
+				if !strings.Contains(g, `"`) {
+					col = strings.ToLower(col) // an unquoted name folds to lower case
+				}
+				if err := tx.QueryRow(ctx, sqlColumnNotNull, ident.Qualified(side.Schema, side.Table), col).Scan(&notNull); err != nil {
+					return err
+				}
+			}
+			if !notNull {
+				return errs.New(trellistype.CodeValidation,
+					"%s cannot be read by a transform: its key column %s (GROUP BY %s) may be NULL, and a transform reading it needs a key without NULLs: group by NOT NULL columns of %s.%s",
+					up.Target, keys[i], g, side.Schema, side.Table)
+			}
+		}
 	}
 	sp, err := tx.Begin(ctx)
 	if err != nil {

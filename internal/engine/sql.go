@@ -60,6 +60,9 @@ WITH rule AS (
 )
 SELECT p.oid::regprocedure::text FROM pg_proc p JOIN called c ON c.fn = p.oid WHERE p.provolatile = 'v' ORDER BY 1`
 
+	// Whether a column of a table is NOT NULL.
+	sqlColumnNotNull = `SELECT coalesce((SELECT attnotnull FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped), false)`
+
 	// The key columns of the index that identifies a table's rows: its
 	// primary key, else the narrowest unique index over NOT NULL columns.
 	sqlPrimaryKey = `
