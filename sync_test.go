@@ -74,14 +74,22 @@ TRANSFORM total_by_status FROM order_totals SELECT status AS status, SUM(total) 
 	require.Empty(t, p.Changes, "%+v", p.Changes)
 
 	// A reader of a GROUP BY target is checked (its key made NOT NULL in
-	// the planning transaction only), then created.
-	p, err = c.Sync(e.ctx, syncFile+"\nTRANSFORM status_sums FROM total_by_status SELECT sum AS s", trellis.SyncOptions{DryRun: true})
+	// the planning transaction only), then created. The target groups by a
+	// NOT NULL column: total_by_status groups by a nullable one, which a
+	// reader is refused.
+	grouped := syncFile + "\nTRANSFORM counts_by_id FROM orders SELECT id AS id, count(*) AS n GROUP BY id\n"
+	_, err = c.Sync(e.ctx, grouped, trellis.SyncOptions{})
 	require.NoError(t, err)
-	require.Equal(t, []string{"create public.status_sums"}, actions(p))
-	p, err = c.Sync(e.ctx, syncFile+"\nTRANSFORM status_sums FROM total_by_status SELECT sum AS s", trellis.SyncOptions{})
+	e.waitState(c, "counts_by_id", trellis.StateLive)
+	p, err = c.Sync(e.ctx, grouped+"\nTRANSFORM id_counts FROM counts_by_id SELECT n AS n", trellis.SyncOptions{DryRun: true})
+	require.NoError(t, err)
+	require.Equal(t, []string{"create public.id_counts"}, actions(p))
+	p, err = c.Sync(e.ctx, grouped+"\nTRANSFORM id_counts FROM counts_by_id SELECT n AS n", trellis.SyncOptions{})
 	require.NoError(t, err)
 	require.Len(t, p.Changes, 1)
-	e.waitState(c, "status_sums", trellis.StateLive)
+	e.waitState(c, "id_counts", trellis.StateLive)
+	_, err = c.Sync(e.ctx, syncFile+"\nTRANSFORM status_sums FROM total_by_status SELECT sum AS s", trellis.SyncOptions{DryRun: true})
+	require.Equal(t, trellis.CodeValidation, trellis.CodeOf(err), "%v", err)
 }
 
 func TestSyncAltersRebuildsAndPrunes(t *testing.T) {

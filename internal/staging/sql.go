@@ -38,13 +38,15 @@ SELECT format('%I.%I', n.nspname, c.relname)
 FROM pg_partition_tree(to_regclass($1)) t
 JOIN pg_class c ON c.oid = t.relid JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE t.isleaf AND t.level > 0 ORDER BY 1`
-	// Each leaf's identity: its OID and the OIDs of the trigger clones it
-	// carries (new ones on every ATTACH), and whether its storage was
-	// replaced since it was created (TRUNCATE gives it a new relfilenode).
+	// Each leaf's identity: its OID and the row versions of the pg_inherits
+	// rows that attach it (and its ancestors below the source), which every
+	// ATTACH inserts anew; and whether its storage was replaced since it
+	// was created (TRUNCATE gives it a new relfilenode).
 	sqlLeafIdentities = `
 SELECT format('%I.%I', n.nspname, c.relname),
-       c.oid::text || ':' || coalesce((SELECT string_agg(tg.oid::text, ',' ORDER BY tg.oid) FROM pg_trigger tg
-                                       WHERE tg.tgrelid = c.oid AND tg.tgparentid <> 0), ''),
+       c.oid::text || ':' || coalesce((SELECT string_agg(i.xmin::text, ',' ORDER BY i.inhrelid) FROM pg_inherits i
+                                       WHERE i.inhrelid IN (SELECT a.relid FROM pg_partition_ancestors(c.oid) a)
+                                         AND i.inhrelid <> to_regclass($1)), ''),
        c.relfilenode <> c.oid
 FROM pg_partition_tree(to_regclass($1)) t
 JOIN pg_class c ON c.oid = t.relid JOIN pg_namespace n ON n.oid = c.relnamespace
