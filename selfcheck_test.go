@@ -63,17 +63,24 @@ func requireConsistent(t *testing.T, target string, rep *trellis.SelfCheckReport
 
 func ptr(s string) *string { return &s }
 
-func TestSelfCheckConvergedShapes(t *testing.T) {
-	t.Parallel()
-	e := setup(t)
-	c := e.engine()
+// createOwnersItems creates the sources of the self-check shape tests:
+// owners, and items with enough rows for several pages, NULL groups and
+// owners that are missing.
+func createOwnersItems(e *env) {
+	e.t.Helper()
 	e.exec(`CREATE TABLE owners (id int PRIMARY KEY, name text)`)
 	e.exec(`INSERT INTO owners SELECT g, 'o' || g FROM generate_series(1, 50) g`)
-	// Enough rows for several pages, NULL groups and owners that are missing.
 	e.exec(`CREATE TABLE items (id bigint PRIMARY KEY, v int NOT NULL, note text, owner int)`)
 	e.exec(`INSERT INTO items SELECT g, g % 97, CASE WHEN g % 10 = 0 THEN NULL ELSE 'n' || g % 7 END, g % 60 FROM generate_series(1, 12000) g`)
 	e.exec(`CREATE INDEX ON items (note)`)
 	e.exec(`CREATE INDEX ON items (owner)`)
+}
+
+func TestSelfCheckConvergedShapes(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	c := e.engine()
+	createOwnersItems(e)
 	cases := []struct{ stmt, target string }{
 		{`TRANSFORM doubled FROM items SELECT v * 2 AS dv, note AS note`, "doubled"},
 		{`TRANSFORM by_note FROM items SELECT note AS note, count(*) AS n, sum(v) AS total GROUP BY note`, "by_note"},
@@ -108,12 +115,7 @@ func TestSelfCheckFindsTampering(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	c := e.engine()
-	e.exec(`CREATE TABLE owners (id int PRIMARY KEY, name text)`)
-	e.exec(`INSERT INTO owners SELECT g, 'o' || g FROM generate_series(1, 50) g`)
-	e.exec(`CREATE TABLE items (id bigint PRIMARY KEY, v int NOT NULL, note text, owner int)`)
-	e.exec(`INSERT INTO items SELECT g, g % 97, CASE WHEN g % 10 = 0 THEN NULL ELSE 'n' || g % 7 END, g % 60 FROM generate_series(1, 12000) g`)
-	e.exec(`CREATE INDEX ON items (note)`)
-	e.exec(`CREATE INDEX ON items (owner)`)
+	createOwnersItems(e)
 	for _, stmt := range []string{
 		`TRANSFORM doubled FROM items SELECT v * 2 AS dv, note AS note`,
 		`TRANSFORM by_note FROM items SELECT note AS note, count(*) AS n, sum(v) AS total GROUP BY note`,
