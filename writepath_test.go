@@ -489,3 +489,23 @@ func TestPartitionedWritesSurviveColumnDDLInASessionThatWrote(t *testing.T) {
 	e.converge(c)
 	e.assertMatches("by_g", "SELECT g, sum(v) AS s, count(*) AS n FROM ps GROUP BY g")
 }
+
+// Capture renders a captured value the same from every session whatever
+// its type's name: a column of a domain over date, grouped by, is moved
+// between groups by a writer whose DateStyle is SQL, DMY, and the group it
+// left is the one decremented (not the date with day and month swapped).
+func TestCapturedDomainValuesRenderAlikeFromEverySession(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE DOMAIN day AS date`)
+	e.exec(`CREATE TABLE ev (id int PRIMARY KEY, d day, v int)`)
+	e.exec(`INSERT INTO ev SELECT i, date '2026-01-01' + i % 3, i FROM generate_series(1, 30) i`)
+	c := e.engine()
+	_, err := c.Define(e.ctx, "TRANSFORM by_d FROM ev SELECT d AS d, sum(v) AS s, count(*) AS n GROUP BY d")
+	require.NoError(t, err)
+	e.waitState(c, "by_d", trellis.StateLive)
+
+	e.as(e.db, `SET LOCAL "DateStyle" = 'SQL, DMY'`, `UPDATE ev SET d = '2026-02-06' WHERE id IN (4, 5)`, `DELETE FROM ev WHERE id = 6`)
+	e.converge(c)
+	e.assertMatches("by_d", "SELECT d, sum(v) AS s, count(*) AS n FROM ev GROUP BY d")
+}

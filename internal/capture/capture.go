@@ -44,18 +44,35 @@ func (n Names) Trigger(op string) string { return "trellis_" + n.tag() + "_" + o
 // Ops are the trigger operations capture installs.
 var Ops = []string{"ins", "upd", "del", "row", "trunc"}
 
+// settingFree are the built-in types (as format_type names them, without
+// modifiers or array brackets) whose text form no session setting changes.
+var settingFree = map[string]bool{
+	"smallint": true, "integer": true, "bigint": true, "numeric": true, "boolean": true,
+	"text": true, "character varying": true, "character": true, `"char"`: true, "name": true,
+	"uuid": true, "bytea": true, "oid": true, "json": true, "jsonb": true,
+	"inet": true, "cidr": true, "macaddr": true, "macaddr8": true, "bit": true, "bit varying": true,
+}
+
 // settingsFor pins the settings a key's or captured value's text form
 // depends on, so it renders the same from every session: only those the
-// types need, since each costs the writer a little.
+// types need, since each costs the writer a little. A type it cannot tell
+// by its name (a domain, an enum, a composite, a range) gets every pin: a
+// domain over date renders by the writer's DateStyle as a date does.
 func settingsFor(types []string) string {
 	var dates, floats bool
 	for _, t := range types {
-		t = strings.ToLower(t)
+		t = strings.ToLower(strings.TrimSuffix(t, unrecordedMark))
+		base := strings.TrimRight(t, "[]")
+		if i := strings.IndexByte(base, '('); i >= 0 && strings.HasSuffix(base, ")") {
+			base = base[:i]
+		}
 		switch {
 		case strings.Contains(t, "time"), strings.Contains(t, "date"), strings.Contains(t, "interval"):
 			dates = true
 		case strings.Contains(t, "double"), strings.Contains(t, "real"), strings.Contains(t, "float"):
 			floats = true
+		case !settingFree[base]:
+			dates, floats = true, true
 		}
 	}
 	var b strings.Builder
