@@ -373,7 +373,9 @@ func (g *diffGen) def(i int, prior []diffDef) diffDef {
 	case "chain":
 		var readable []diffDef
 		for _, p := range prior {
-			if p.kind != "leftjoin" {
+			// Chains over chains are left out: the generator does not
+			// track a chain's key columns.
+			if p.kind != "leftjoin" && p.kind != "chain" {
 				readable = append(readable, p)
 			}
 		}
