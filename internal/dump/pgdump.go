@@ -70,7 +70,8 @@ type Result struct {
 	// SQL is pg_dump's schema-only output followed by the definitions.
 	SQL []byte
 	// Attempts is how many times pg_dump ran: more than one when a define,
-	// alter or drop committed while it ran.
+	// alter or drop committed while it ran, or a schema change made it
+	// fail.
 	Attempts int
 }
 
