@@ -66,6 +66,9 @@ type Client struct {
 	notifier *notifier.Notifier
 }
 
+// pinnedSearchPath is the search_path of every connection Trellis opens.
+const pinnedSearchPath = "pg_catalog, pg_temp"
+
 func poolConfig(opts Options, name string) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(opts.URL)
 	if err != nil {
@@ -76,6 +79,14 @@ func poolConfig(opts Options, name string) (*pgxpool.Config, error) {
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = name // the user's own, if any, is kept
 	}
+	// Every statement Trellis runs resolves names as pg_catalog and then
+	// the session's temporary schema, never through a search_path the role
+	// or database sets, where someone could plant a shadowing function or
+	// operator: everything else it names is schema-qualified. A startup
+	// parameter is applied after the URL's options=-c..., so it wins over
+	// one there, and over search_path in the URL itself; it holds on every
+	// new connection of the pool, reconnects included.
+	cfg.ConnConfig.RuntimeParams["search_path"] = pinnedSearchPath
 	// A cancelled context sends PostgreSQL a cancel request, so the server
 	// stops the work at once instead of finishing it for nobody.
 	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
@@ -86,6 +97,28 @@ func poolConfig(opts Options, name string) (*pgxpool.Config, error) {
 		return nil
 	}
 	return cfg, nil
+}
+
+// definerPath is the search_path a session of url has unpinned (the URL's,
+// the role's, the database's or the server's): the one the names in a
+// user's statement resolve through. SHOW calls no function a schema on that
+// path could shadow.
+func definerPath(ctx context.Context, url string) (string, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return "", err
+	}
+	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
+		cfg.RuntimeParams["application_name"] = "trellis"
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	var path string
+	err = conn.QueryRow(ctx, sqlShowSearchPath, pgx.QueryExecModeSimpleProtocol).Scan(&path)
+	return path, err
 }
 
 // scanTimesInUTC makes a connection read every timestamptz in UTC. It is
@@ -113,6 +146,10 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	definer, err := definerPath(ctx, opts.URL)
+	if err != nil {
+		return nil, translate(ctx, "connecting", err)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, translate(ctx, "connecting", err)
@@ -134,7 +171,7 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	c.closeCtx, c.cancel = context.WithCancel(context.Background())
 	names := capture.Names{Catalog: opts.Schema}
 	c.eng = &engine.Engine{Pool: pool, Cat: c.cat, Names: names, TargetSchema: opts.TargetSchema,
-		Ledger: &ledger.Ledger{Pool: pool, Cat: c.cat}, Recompute: c.recomputer(c.logger), Metrics: c.metrics}
+		Ledger: &ledger.Ledger{Pool: pool, Cat: c.cat}, DefinerPath: definer, Recompute: c.recomputer(c.logger), Metrics: c.metrics}
 	if opts.Staging || opts.DrainWorkers > 0 {
 		if err := c.startWorkers(ctx, names); err != nil {
 			c.Close()

@@ -47,6 +47,12 @@ type Engine struct {
 	Metrics *metrics.Instance
 	// Ledger answers watermark waits (the call pool's).
 	Ledger *ledger.Ledger
+	// DefinerPath is the search_path the names of a user's statement
+	// resolve through (the role's, database's or URL's, read at connect):
+	// the transactions applying one set it (asDefiner), while every other
+	// statement runs under the connections' pinned pg_catalog, pg_temp.
+	// Empty leaves the connection's.
+	DefinerPath string
 
 	// indexFixes caches the CREATE INDEX a source index gap offers, as
 	// PostgreSQL checked it (status.go).
@@ -96,8 +102,23 @@ func (e *Engine) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 		if err := locks.DDL(ctx, tx, e.Cat.Schema); err != nil {
 			return err
 		}
+		if err := e.asDefiner(ctx, tx); err != nil {
+			return err
+		}
 		return fn(tx)
 	})
+}
+
+// asDefiner sets, for the rest of tx, the search_path the user's statement
+// resolves its names through, as the user's own session would: what it
+// reaches is recorded qualified (qualify), so nothing run later depends on
+// it.
+func (e *Engine) asDefiner(ctx context.Context, tx pgx.Tx) error {
+	if e.DefinerPath == "" {
+		return nil
+	}
+	_, err := tx.Exec(ctx, sqlSetSearchPath, e.DefinerPath)
+	return err
 }
 
 func (e *Engine) notifyStaging(ctx context.Context, tx pgx.Tx) error {

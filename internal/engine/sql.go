@@ -257,8 +257,8 @@ const (
 	sqlDropTarget = `DROP TABLE IF EXISTS %[2]s`
 	sqlFormatType = `SELECT format_type($1::oid, $2)`
 	// The search_path types are formatted under (pinnedQuery).
-	sqlSearchPath    = `SELECT current_setting('search_path')`
-	sqlSetSearchPath = `SELECT set_config('search_path', $1, true)`
+	sqlSearchPath    = `SELECT pg_catalog.current_setting('search_path')`
+	sqlSetSearchPath = `SELECT pg_catalog.set_config('search_path', $1, true)`
 	sqlAddColumn     = `ALTER TABLE %[2]s ADD COLUMN %[3]s %[4]s`
 	sqlDropColumn    = `ALTER TABLE %[2]s DROP COLUMN %[3]s`
 )

@@ -77,6 +77,9 @@ func (e *Engine) PlanSync(ctx context.Context, items []SyncItem, prune bool) (*S
 		return nil, err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := e.asDefiner(ctx, tx); err != nil {
+		return nil, err
+	}
 	return e.planSync(ctx, tx, items, prune)
 }
 
