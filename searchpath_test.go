@@ -2,6 +2,7 @@ package trellis_test
 
 import (
 	"fmt"
+	"net/url"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -17,6 +18,13 @@ import (
 // resolve through the database's search_path.
 func TestPinnedSearchPathNeverRunsPlantedCode(t *testing.T) {
 	t.Parallel()
+	t.Run("database setting", func(t *testing.T) { t.Parallel(); plantedNeverRuns(t, false) })
+	t.Run("URL options", func(t *testing.T) { t.Parallel(); plantedNeverRuns(t, true) })
+}
+
+// plantedNeverRuns is TestPinnedSearchPathNeverRunsPlantedCode with the
+// search_path set by ALTER DATABASE, or by the URL's options (byURL).
+func plantedNeverRuns(t *testing.T, byURL bool) {
 	e := setup(t)
 	db := e.rows(`SELECT current_database()`)[0][0]
 	planter := e.role("planter", fmt.Sprintf("GRANT CREATE ON DATABASE %q TO %%s", db))
@@ -31,7 +39,16 @@ BEGIN INSERT INTO trap.hits VALUES ('unnest(text[])'); RETURN QUERY SELECT pg_ca
 BEGIN INSERT INTO trap.hits VALUES ('unnest(text[], text[], bool[])'); RETURN QUERY SELECT * FROM pg_catalog.unnest(a, b, c); END $$`,
 		`CREATE FUNCTION trap.array_position(a text[], b text) RETURNS int LANGUAGE plpgsql AS $$
 BEGIN INSERT INTO trap.hits VALUES ('array_position'); RETURN pg_catalog.array_position(a, b); END $$`)
-	e.exec(fmt.Sprintf(`ALTER DATABASE %q SET search_path = trap, public`, db))
+	if byURL {
+		u, err := url.Parse(e.url)
+		require.NoError(t, err)
+		q := u.Query()
+		q.Set("options", "-csearch_path=trap,public")
+		u.RawQuery = q.Encode()
+		e.url = u.String()
+	} else {
+		e.exec(fmt.Sprintf(`ALTER DATABASE %q SET search_path = trap, public`, db))
+	}
 	e.exec(`CREATE TABLE public.orders (id int PRIMARY KEY, customer text, price numeric)`)
 	e.exec(`CREATE INDEX ON public.orders (customer)`)
 	e.exec(`INSERT INTO public.orders SELECT i, 'c' || (i % 3), i FROM pg_catalog.generate_series(1, 30) i`)
