@@ -2,6 +2,7 @@ package trellis_test
 
 import (
 	"bufio"
+	"context"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -44,6 +45,12 @@ var gatedFeatures = map[string]string{}
 func TestDifferential(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
+	if *diffLong {
+		// setup's context lasts 5 minutes: a long run needs longer.
+		ctx, cancel := context.WithTimeout(context.Background(), *diffLongFor+10*time.Minute)
+		t.Cleanup(cancel)
+		e.ctx = ctx
+	}
 	m := e.connect(trellis.Options{})
 	require.NoError(t, m.Migrate(e.ctx))
 	c := e.connect(trellis.Options{Staging: true, DrainWorkers: 2})
