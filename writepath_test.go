@@ -155,7 +155,6 @@ func TestWritesSurviveColumnDDLInTheirTransaction(t *testing.T) {
 	e.assertMatches("by_g", "SELECT g, sum(v) AS s FROM src GROUP BY g")
 
 	// The key renamed: writes go on; the readers pause.
-
 	e.as(e.db, `ALTER TABLE src RENAME COLUMN id TO ident`, `UPDATE src SET v = v + 1 WHERE ident = 13`)
 	e.as(writer, `UPDATE src SET v = v + 1 WHERE ident = 14`, `INSERT INTO src (ident, g, v) VALUES (62, 1, 62)`)
 	e.waitState(c, "by_g", trellis.StatePaused)
