@@ -81,11 +81,18 @@ func (n Names) Detect(ctx context.Context, tx pgx.Tx) ([]Disruption, error) {
 		if _, err := tx.Exec(ctx, n.sql(sqlMarkDisrupted), d.SourceID, d.Reason); err != nil {
 			return nil, err
 		}
-		if _, err := tx.Exec(ctx, n.sql(sqlPauseDisrupted), d.SourceID, d.Table, d.Reason); err != nil {
+		if err := n.PauseReaders(ctx, tx, d.SourceID, d.Table, d.Reason); err != nil {
 			return nil, err
 		}
 	}
 	return found, nil
+}
+
+// PauseReaders pauses the readers of the source sourceID (the table named
+// table) as disrupted, for reason; a reader already paused stays as it is.
+func (n Names) PauseReaders(ctx context.Context, tx pgx.Tx, sourceID int, table, reason string) error {
+	_, err := tx.Exec(ctx, n.sql(sqlPauseDisrupted), sourceID, table, reason)
+	return err
 }
 
 func describe(table string, exists bool, was, now string) string {

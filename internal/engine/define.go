@@ -546,7 +546,7 @@ func (e *Engine) sourceRow(ctx context.Context, tx pgx.Tx, sd *side) ([]string, 
 	}
 	name := sd.rel.schema + "." + sd.rel.name
 	reason := fmt.Sprintf("table %s was dropped and created again: rows of the new table never reached the target", name)
-	if _, err := tx.Exec(ctx, e.Cat.SQL(sqlPauseReplaced), sd.id, name, reason); err != nil {
+	if err := e.Names.PauseReaders(ctx, tx, sd.id, name, reason); err != nil {
 		return nil, err
 	}
 	err = tx.QueryRow(ctx, e.Cat.SQL(sqlRenewSource), sd.id, sd.rel.oid, sd.KeyCols, sd.KeyTypes, sd.rel.kind == "p").

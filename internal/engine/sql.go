@@ -101,13 +101,6 @@ UPDATE %[1]s.sources SET rel_oid = $2::int8::oid, key_columns = $3, key_types = 
     fingerprint = NULL, disrupted_at = NULL, disruption = NULL
 WHERE id = $1
 RETURNING key_columns, key_types, cap_columns`
-	// The readers of a replaced table pause as disrupted: the rows of the
-	// new table never reached them (one already paused stays as it is).
-	sqlPauseReplaced = `
-UPDATE %[1]s.transforms t SET
-    state = 'paused', state_since = clock_timestamp(), paused_reason = $3,
-    failure_kind = 'disruption', failure_table = $2, failure_error = $3, failure_columns = '{}', failure_at = clock_timestamp()
-FROM %[1]s.transform_sources ts WHERE ts.transform_id = t.id AND ts.source_id = $1 AND t.state <> 'paused'`
 	sqlWidenSource = `
 UPDATE %[1]s.sources SET cap_columns = cap_columns || $2::text[], cap_types = cap_types || $3::text[],
     capture_state = 'pending'

@@ -27,22 +27,13 @@ func (p *Plan) CheckUnit() (names, types []string) {
 		}
 		return names, p.Spec.Source.KeyTypes
 	}
-	for _, k := range p.Spec.Key {
-		names, types = append(names, k.Name), append(types, k.Type)
-	}
-	return names, types
+	return p.keyColumns()
 }
 
 // keyTypes are the types of the target's key columns (KeyNames).
 func (p *Plan) keyTypes() []string {
-	if p.Kind() == KindProjection {
-		return p.Spec.Source.KeyTypes
-	}
-	out := make([]string, len(p.Spec.Key))
-	for i, k := range p.Spec.Key {
-		out[i] = k.Type
-	}
-	return out
+	_, types := p.keyColumns()
+	return types
 }
 
 // CheckPaged reports whether a check pages the target by ranges of the

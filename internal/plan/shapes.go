@@ -80,14 +80,20 @@ func (p *Plan) KeyParams() int {
 
 // KeyNames are the target's key columns.
 func (p *Plan) KeyNames() []string {
+	names, _ := p.keyColumns()
+	return names
+}
+
+// keyColumns are the target's key columns and their types.
+func (p *Plan) keyColumns() (names, types []string) {
 	if p.Kind() == KindProjection {
-		return p.Spec.Source.KeyCols
+		return p.Spec.Source.KeyCols, p.Spec.Source.KeyTypes
 	}
-	out := make([]string, len(p.Spec.Key))
+	names, types = make([]string, len(p.Spec.Key)), make([]string, len(p.Spec.Key))
 	for i, k := range p.Spec.Key {
-		out[i] = k.Name
+		names[i], types[i] = k.Name, k.Type
 	}
-	return out
+	return names, types
 }
 
 // colExpr is a column's expression, or a typed NULL for a paused column.
