@@ -346,35 +346,11 @@ func pinnedPairs(ctx context.Context, tx pgx.Tx, sql string, args ...any) ([][2]
 // savepoint it rolls back. A name the definition resolved to two schemas
 // is left as written.
 func qualify(ctx context.Context, tx pgx.Tx, tgt plan.Target, spec *plan.Spec) error {
-	sp, err := tx.Begin(ctx)
+	refs, err := namesReached(ctx, tx, tgt, spec)
 	if err != nil {
-		return err
-	}
-	defer func() { _ = sp.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := sp.Exec(ctx, "CREATE TEMPORARY VIEW trellis_names_probe AS "+(&plan.Plan{Target: tgt, Spec: *spec}).Query()); err != nil {
 		return fmt.Errorf("resolving the names the definition uses: %w", err)
 	}
-	rows, err := sp.Query(ctx, sqlNamesReached, "pg_temp.trellis_names_probe")
-	if err != nil {
-		return err
-	}
-	type ref struct{ kind, name, schema string }
-	refs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ref, error) {
-		var x ref
-		err := r.Scan(&x.kind, &x.name, &x.schema)
-		return x, err
-	})
-	if err != nil {
-		return err
-	}
-	if err := sp.Rollback(ctx); err != nil {
-		return err
-	}
-	before := make([]string, 0, len(refs))
-	for _, x := range refs {
-		before = append(before, x.kind+":"+x.schema+"."+x.name)
-	}
-	slices.Sort(before)
+	before := nameStrings(refs)
 	names := grammar.Schemas{Funcs: map[string]string{}, Types: map[string]string{}, Ops: map[string]string{}, Default: "pg_catalog"}
 	seen := map[[2]string]int{}
 	for _, x := range refs {
@@ -427,37 +403,52 @@ func qualify(ctx context.Context, tx pgx.Tx, tgt plan.Target, spec *plan.Spec) e
 	if err != nil {
 		return errs.New(trellistype.CodeValidation, "the definition's names do not resolve the same once qualified (%v): qualify its functions, operators and types with their schemas", pgMessage(err))
 	}
-	if !slices.Equal(before, after) {
+	if !slices.Equal(before, nameStrings(after)) {
 		return errs.New(trellistype.CodeValidation, "the definition uses one name for objects of different schemas: qualify its functions, operators and types with their schemas")
 	}
 	return nil
 }
 
-// namesReached are the non-built-in functions, types and operators a
-// spec's query names (sqlNamesReached), sorted, read through a temporary
+// nameRef is a function ("f"), type ("t") or operator ("o") a query
+// names, with the schema it resolved to.
+type nameRef struct{ kind, name, schema string }
+
+func (r nameRef) String() string { return r.kind + ":" + r.schema + "." + r.name }
+
+// nameStrings are refs' text forms, in their order.
+func nameStrings(refs []nameRef) []string {
+	out := make([]string, len(refs))
+	for i, r := range refs {
+		out[i] = r.String()
+	}
+	return out
+}
+
+// namesReached are the functions, types and operators a spec's query names
+// (sqlNamesReached), sorted by their text form, read through a temporary
 // view in a savepoint that is rolled back.
-func namesReached(ctx context.Context, tx pgx.Tx, tgt plan.Target, spec *plan.Spec) ([]string, error) {
+func namesReached(ctx context.Context, tx pgx.Tx, tgt plan.Target, spec *plan.Spec) ([]nameRef, error) {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = sp.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := sp.Exec(ctx, "CREATE TEMPORARY VIEW trellis_names_probe AS "+(&plan.Plan{Target: tgt, Spec: *spec}).Query()); err != nil {
+	if _, err := sp.Exec(ctx, sqlNamesProbeView+(&plan.Plan{Target: tgt, Spec: *spec}).Query()); err != nil {
 		return nil, err
 	}
 	rows, err := sp.Query(ctx, sqlNamesReached, "pg_temp.trellis_names_probe")
 	if err != nil {
 		return nil, err
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
-		var k, n, s string
-		err := r.Scan(&k, &n, &s)
-		return k + ":" + s + "." + n, err
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (nameRef, error) {
+		var x nameRef
+		err := r.Scan(&x.kind, &x.name, &x.schema)
+		return x, err
 	})
 	if err != nil {
 		return nil, err
 	}
-	slices.Sort(out)
+	slices.SortFunc(out, func(a, b nameRef) int { return strings.Compare(a.String(), b.String()) })
 	return out, sp.Rollback(ctx)
 }
 
@@ -472,7 +463,7 @@ func checkVolatile(ctx context.Context, tx pgx.Tx, query string) error {
 		return err
 	}
 	defer func() { _ = sp.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := sp.Exec(ctx, "CREATE TEMPORARY VIEW trellis_volatility_probe AS "+query); err != nil {
+	if _, err := sp.Exec(ctx, sqlVolatilityProbeView+query); err != nil {
 		return fmt.Errorf("reading the functions the definition reaches: %w", err)
 	}
 	rows, err := sp.Query(ctx, sqlVolatileReached, "pg_temp.trellis_volatility_probe")

@@ -23,6 +23,11 @@ SELECT c.relpersistence = 't',
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.oid = $1::oid`
 
+	// The temporary views whose dependencies tell what a definition's
+	// query reaches; the query is appended.
+	sqlNamesProbeView      = "CREATE TEMPORARY VIEW trellis_names_probe AS "
+	sqlVolatilityProbeView = "CREATE TEMPORARY VIEW trellis_volatility_probe AS "
+
 	// The functions (and aggregates), types and operators a view's rule
 	// names, with their schemas: kind f, t or o, name, schema.
 	sqlNamesReached = `
