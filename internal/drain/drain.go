@@ -168,11 +168,38 @@ func (w *Worker) drainPage(ctx context.Context, careful int64) (bool, error) {
 	if careful == 0 && recompute.RowError(applyErr) {
 		return w.drainPage(ctx, p.ID)
 	}
-	if w.halt(ctx, applyErr) {
+	if w.halt(ctx, applyErr) || w.isolate(ctx, p, applyErr) {
 		return true, nil // retried at once, without the halted transform
 	}
 	w.recordFailure(ctx, p, srcs, applyErr)
 	return true, nil
+}
+
+// isolateAfter is how many times in a row a page may fail for one
+// transform before that transform is paused, so that the page is applied
+// for every other one. With the page's backoff (100 ms, doubling) that is
+// about six seconds of failing: a lock held for a moment or a fix made at
+// once stops nothing, while other tables' changes on the page are not held
+// up for long.
+const isolateAfter = 7
+
+// isolate pauses the transform a page keeps failing for, once the page
+// has failed isolateAfter times, with a capture failure of kind halt that
+// names the cause: the page then goes on for every other transform, and
+// RESUME re-derives the paused one. It reports whether it paused one.
+func (w *Worker) isolate(ctx context.Context, p *ledger.Page, cause error) bool {
+	var te *transformError
+	if p.Attempts+1 < isolateAfter || !errors.As(cause, &te) {
+		return false
+	}
+	detail := te.err.Error()
+	if c := pgerr.Code(cause); c != "" {
+		detail += " (SQLSTATE " + c + ")"
+	}
+	msg := fmt.Sprintf("applying changes to %s stopped: it failed %d times in a row: %s; no row of the source explains it, "+
+		"and the other transforms on the same changes went on without it. Fix what the error names, then RESUME (which re-derives the target)",
+		te.t.Target, p.Attempts+1, detail)
+	return w.pause(ctx, te.t, msg)
 }
 
 // transformError is a failure applying one transform's part of a page.
@@ -222,20 +249,26 @@ func (w *Worker) halt(ctx context.Context, cause error) bool {
 	default:
 		return false
 	}
+	return w.pause(ctx, te.t, msg)
+}
+
+// pause records a halt of t with msg: t is paused with a capture failure
+// of kind halt. It reports whether that was recorded.
+func (w *Worker) pause(ctx context.Context, t *catalog.Transform, msg string) bool {
 	err := pgx.BeginFunc(ctx, w.e.Pool, func(tx pgx.Tx) error {
 		if err := locks.DDL(ctx, tx, w.e.Cat.Schema); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, w.e.Cat.SQL(sqlHalt), te.t.ID, te.t.Target.String(), msg); err != nil {
+		if _, err := tx.Exec(ctx, w.e.Cat.SQL(sqlHalt), t.ID, t.Target.String(), msg); err != nil {
 			return err
 		}
 		return w.e.Cat.BumpGen(ctx, tx)
 	})
 	if err != nil {
-		w.e.Logger.Error("recording a halt", "target", te.t.Target.String(), "error", err)
+		w.e.Logger.Error("recording a halt", "target", t.Target.String(), "error", err)
 		return false
 	}
-	w.e.Logger.Error("applying halted on a transform; it is paused until RESUME", "target", te.t.Target.String(), "error", msg)
+	w.e.Logger.Error("applying halted on a transform; it is paused until RESUME", "target", t.Target.String(), "error", msg)
 	w.e.Metrics.CaptureFailures(trellistype.CaptureFailureHalt, 1)
 	return true
 }
@@ -285,8 +318,15 @@ func (w *Worker) targetDrift(ctx context.Context, t *catalog.Transform) string {
 	return strings.Join(diffs, ", ")
 }
 
+// recordFailure records a failed page. A failure of one transform's part
+// is reported on the tables of the page that transform reads, not on the
+// page's other tables, whose readers are not failing.
 func (w *Worker) recordFailure(ctx context.Context, p *ledger.Page, srcs []int, cause error) {
 	w.e.Metrics.DrainPageFailed()
+	var te *transformError
+	if errors.As(cause, &te) {
+		srcs = slices.DeleteFunc(slices.Clone(srcs), func(s int) bool { return !reads(te.t, s) })
+	}
 	tables := w.sourceNames(ctx, srcs)
 	err := w.e.Ledger.Failed(ctx, p, cause, tables)
 	w.e.Logger.Warn("drain page failed; it will be retried", "drain_worker", w.id, "page", p.ID,
@@ -315,6 +355,11 @@ func (w *Worker) sourceNames(ctx context.Context, srcs []int) []string {
 	rows.Close()
 	sort.Strings(names)
 	return names
+}
+
+// reads says whether t reads the source src.
+func reads(t *catalog.Transform, src int) bool {
+	return t.Spec.Source.ID == src || (t.Spec.Join != nil && t.Spec.Join.Source.ID == src)
 }
 
 // reload refreshes the definitions when the catalog generation moved.
@@ -459,7 +504,7 @@ func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *ledger.Page, caref
 				affected = w.affectedCareful
 			}
 			if err := affected(ctx, tx, wk, s, bySrc[s]); err != nil {
-				return srcs, err
+				return srcs, &transformError{t: t, err: err}
 			}
 		}
 	}
@@ -496,7 +541,7 @@ func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *ledger.Page, caref
 	for _, id := range order {
 		wk := works[id]
 		if err := rc.BuildBound(ctx, tx, wk); err != nil {
-			return srcs, err
+			return srcs, &transformError{t: wk.T, err: err}
 		}
 		if err := rc.Apply(ctx, tx, wk, careful, &w.tally); err != nil {
 			return srcs, &transformError{t: wk.T, err: err}
