@@ -61,9 +61,10 @@ type IndexRole = trellistype.IndexRole
 
 // Index roles.
 const (
-	RoleGroupBy    = trellistype.RoleGroupBy
-	RoleJoinFrom   = trellistype.RoleJoinFrom
-	RoleJoinJoined = trellistype.RoleJoinJoined
+	RoleGroupBy     = trellistype.RoleGroupBy
+	RolePartitionBy = trellistype.RolePartitionBy
+	RoleJoinFrom    = trellistype.RoleJoinFrom
+	RoleJoinJoined  = trellistype.RoleJoinJoined
 )
 
 // SourceIndexGap is a source index a GROUP BY or JOIN target needs and lacks.

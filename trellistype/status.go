@@ -179,6 +179,9 @@ const (
 	RoleGroupBy    IndexRole = "group_by"
 	RoleJoinFrom   IndexRole = "join_from"
 	RoleJoinJoined IndexRole = "join_joined"
+	// RolePartitionBy serves a window's PARTITION BY (also top-k per
+	// group and DISTINCT ON): a change recomputes its partitions.
+	RolePartitionBy IndexRole = "partition_by"
 )
 
 // SourceIndexGap is a source index a GROUP BY or JOIN target needs and lacks.

@@ -118,6 +118,10 @@ func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error 
 	if pl.Kind() == plan.KindProjection {
 		return nil // keyed by its primary key already
 	}
+	if pl.Kind() == plan.KindWindow {
+		return errs.New(trellistype.CodeValidation,
+			"%s cannot be read by a transform: it has window functions (or top-k, DISTINCT ON), which are recomputed a partition at a time; read its source instead", up.Target)
+	}
 	keys := pl.KeyNames()
 	if len(keys) == 0 {
 		return errs.New(trellistype.CodeValidation,
@@ -204,7 +208,7 @@ func (e *Engine) compile(ctx context.Context, tx pgx.Tx, s *grammar.Transform) (
 	if s, err = plan.Resolve(s, tables(sides)); err != nil {
 		return nil, plan.Spec{}, nil, err
 	}
-	if err := e.checkFunctions(ctx, tx, s.Functions, s.Aggregated()); err != nil {
+	if err := e.checkFunctions(ctx, tx, s.Functions, s.Aggregated(), s.WindowFunctions...); err != nil {
 		return nil, plan.Spec{}, nil, err
 	}
 	spec, needs, err := plan.Compile(s, tables(sides))
@@ -390,6 +394,18 @@ func qualify(ctx context.Context, tx pgx.Tx, tgt plan.Target, spec *plan.Spec) e
 	for i := range spec.GroupBy {
 		if err := q(&spec.GroupBy[i]); err != nil {
 			return err
+		}
+	}
+	if w := spec.Window; w != nil {
+		for i := range w.Partition {
+			if err := q(&w.Partition[i]); err != nil {
+				return err
+			}
+		}
+		if w.Rank != "" {
+			if err := q(&w.Rank); err != nil {
+				return err
+			}
 		}
 	}
 	if err := q(&spec.Where); err != nil {

@@ -165,8 +165,9 @@ func (e *Engine) resolve(ctx context.Context, q catalog.Querier, n grammar.Name,
 	return try(ident.Qualified(fallbackSchema, n.Name))
 }
 
-func (e *Engine) checkFunctions(ctx context.Context, q catalog.Querier, fns []string, aggregates bool) error {
+func (e *Engine) checkFunctions(ctx context.Context, q catalog.Querier, fns []string, aggregates bool, windows ...string) error {
 	for _, f := range fns {
+		over := slices.Contains(windows, f) // called with OVER: a window function or an aggregate over a window
 		schema, name := "", f
 		if i := strings.LastIndex(f, "."); i >= 0 {
 			schema, name = f[:i], f[i+1:]
@@ -180,8 +181,9 @@ func (e *Engine) checkFunctions(ctx context.Context, q catalog.Querier, fns []st
 			return errs.New(trellistype.CodeValidation, "function %s is volatile: a transform may only call functions whose result depends on their arguments (immutable or stable)", f)
 		case retset:
 			return errs.New(trellistype.CodeValidation, "function %s returns a set: set-returning functions are not allowed in a transform", f)
+		case over:
 		case window:
-			return errs.New(trellistype.CodeValidation, "function %s is a window function: window functions are not allowed in a transform", f)
+			return errs.New(trellistype.CodeValidation, "function %s is a window function: call it with OVER (...) in the select list", f)
 		case agg && !aggregates:
 			return errs.New(trellistype.CodeValidation, "function %s is an aggregate: aggregates need GROUP BY", f)
 		}

@@ -54,6 +54,9 @@ func neededIndexes(spec plan.Spec) []neededIndex {
 		}
 		needs = append(needs, neededIndex{alias: alias(groupSide), exprs: spec.GroupBy})
 	}
+	if w := spec.Window; w != nil && len(w.Partition) > 0 {
+		needs = append(needs, neededIndex{alias: alias(spec.Source), exprs: w.Partition})
+	}
 	if j := spec.Join; j != nil {
 		var from, joined []string
 		for _, on := range j.On {
@@ -80,15 +83,10 @@ func gapsOf(spec plan.Spec) []trellistype.SourceIndexGap {
 		if j := spec.Join; j != nil && spec.GroupJoined {
 			groupSide = j.Source // the GROUP BY reads the joined table
 		}
-		var cols []string
-		for _, g := range spec.GroupBy {
-			if m := plainColumn.FindStringSubmatch(g); m != nil {
-				cols = append(cols, m[1])
-			} else {
-				cols = append(cols, g)
-			}
-		}
-		out = append(out, trellistype.SourceIndexGap{Table: table(groupSide), Columns: cols, Role: trellistype.RoleGroupBy})
+		out = append(out, trellistype.SourceIndexGap{Table: table(groupSide), Columns: exprColumns(spec.GroupBy), Role: trellistype.RoleGroupBy})
+	}
+	if w := spec.Window; w != nil && len(w.Partition) > 0 {
+		out = append(out, trellistype.SourceIndexGap{Table: table(spec.Source), Columns: exprColumns(w.Partition), Role: trellistype.RolePartitionBy})
 	}
 	if j := spec.Join; j != nil {
 		var from, joined []string
@@ -114,6 +112,20 @@ func gapsOf(spec plan.Spec) []trellistype.SourceIndexGap {
 		out[i].Fix = fmt.Sprintf("CREATE INDEX ON %s (%s);", ident.Qualified(schema, name), strings.Join(parts, ", "))
 	}
 	return out
+}
+
+// exprColumns names the index columns for expressions: a plain column
+// by its name, anything else as written.
+func exprColumns(exprs []string) []string {
+	var cols []string
+	for _, g := range exprs {
+		if m := plainColumn.FindStringSubmatch(g); m != nil {
+			cols = append(cols, m[1])
+		} else {
+			cols = append(cols, g)
+		}
+	}
+	return cols
 }
 
 func normalizeExpr(s string) string {

@@ -379,6 +379,9 @@ func frameDiff(a, b plan.Spec) string {
 		return "its GROUP BY differs"
 	case !sameKey(a.Key, b.Key):
 		return "its key columns differ"
+	case (a.Window == nil) != (b.Window == nil),
+		a.Window != nil && (!slices.Equal(a.Window.Partition, b.Window.Partition) || a.Window.Rank != b.Window.Rank || a.Window.Limit != b.Window.Limit):
+		return "its window (PARTITION BY, top-k, DISTINCT ON) differs"
 	case a.WithoutSourceIndex != b.WithoutSourceIndex:
 		return "WITHOUT SOURCE INDEX differs"
 	}

@@ -96,6 +96,27 @@ type SelectItem struct {
 	StarOf string
 }
 
+// WindowCall is one window function call of the select list: `f(...)
+// OVER (PARTITION BY ... ORDER BY ... frame)`.
+type WindowCall struct {
+	Item int    // the select item it is in (an index of Transform.Select)
+	Func string // the function's name, its last part ("row_number", "sum")
+	Name string // the function's name as written ("pg_catalog.sum")
+	// Partition are the canonical SQL of its PARTITION BY expressions,
+	// PartitionColumns the columns they read.
+	Partition        []string
+	PartitionColumns []ColumnRef
+	// OrderColumns are the ORDER BY items that are plain column
+	// references (nil for an item that is not), in order.
+	OrderColumns []*ColumnRef
+	// Ordered says it has an ORDER BY; Rows that its frame counts rows
+	// (ROWS), not peers (RANGE, GROUPS).
+	Ordered bool
+	Rows    bool
+	// Aggregate says the function is an aggregate used as a window.
+	Aggregate bool
+}
+
 // Transform is `TRANSFORM target FROM source ... SELECT ...`.
 type Transform struct {
 	Target         Name
@@ -113,7 +134,23 @@ type Transform struct {
 	Distinct bool
 	// WhereConjuncts are the top-level AND parts of WHERE, set when a
 	// comma join needs its equalities from there.
-	WhereConjuncts     []Conjunct
+	WhereConjuncts []Conjunct
+	// Windows are the window function calls of the select list, and
+	// WindowFunctions the functions they call as written (as in
+	// Functions, which lists them too).
+	Windows         []WindowCall
+	WindowFunctions []string
+	// DistinctOn are the canonical SQL of SELECT DISTINCT ON's
+	// expressions, DistinctOnColumns the columns they read.
+	DistinctOn        []string
+	DistinctOnColumns []ColumnRef
+	// OrderBy are ORDER BY's items (canonical SQL, with DESC, NULLS ...
+	// as written), OrderByColumns the columns they read; Limit is LIMIT's
+	// row count (0 when there is none).
+	OrderBy            []string
+	OrderByColumns     []ColumnRef
+	OrderByPlain       []*ColumnRef // each item's plain column reference, nil when it is not one
+	Limit              int64
 	WithoutSourceIndex bool
 	Functions          []string // every function the SQL parts call, as written ("lower", "pg_catalog.lower"), deduplicated
 }

@@ -695,6 +695,7 @@ func (p *stmtParser) transform() (Statement, *Error) {
 		funcs = append(funcs, x.funcs...)
 	}
 	selects := make([]*expr, len(items))
+	firstWindow := -1 // byte offset of the first window function call
 	for k, it := range items {
 		if it.star {
 			t.Select = append(t.Select, SelectItem{Star: true, StarOf: it.starOf})
@@ -720,6 +721,13 @@ func (p *stmtParser) transform() (Statement, *Error) {
 		selects[k] = x
 		funcs = append(funcs, x.funcs...)
 		t.Select = append(t.Select, SelectItem{Expr: x.sql, Name: items[k].name, HasAggregate: x.aggOff >= 0, Columns: x.cols})
+		for _, w := range x.windows {
+			w.val.Item = len(t.Select) - 1
+			t.Windows = append(t.Windows, w.val)
+			if firstWindow < 0 {
+				firstWindow = w.loc
+			}
+		}
 	}
 	if whereFrom >= 0 {
 		x, e := p.analyse(whereFrom, whereTo, partWhere, "the WHERE clause")
@@ -770,6 +778,11 @@ func (p *stmtParser) transform() (Statement, *Error) {
 		}
 		seen[it.name] = true
 	}
+	if firstWindow >= 0 {
+		if e := p.checkWindows(t, firstWindow); e != nil {
+			return nil, e
+		}
+	}
 	if e := p.checkGrouping(items, selects, groups, having); e != nil {
 		return nil, e
 	}
@@ -777,7 +790,31 @@ func (p *stmtParser) transform() (Statement, *Error) {
 	for _, f := range funcs {
 		t.Functions = appendUnique(t.Functions, f.val)
 	}
+	for _, w := range t.Windows {
+		t.WindowFunctions = appendUnique(t.WindowFunctions, w.Name)
+	}
 	return t, nil
+}
+
+// checkWindows applies the rules of window functions: they make one row
+// per source row of one table, so no GROUP BY, HAVING, aggregates,
+// DISTINCT or JOIN; and every call partitions alike, since a change
+// recomputes the partitions its rows were and are in.
+func (p *stmtParser) checkWindows(t *Transform, at int) *Error {
+	switch {
+	case len(t.Joins) > 0:
+		return p.errAtByte(Invalid, at, "window functions over a JOIN are not supported: define the join as a transform and the window over its target", "")
+	case t.Aggregated():
+		return p.errAtByte(Invalid, at, "window functions cannot be combined with GROUP BY, HAVING or aggregates in a transform: define the aggregate as a transform and the window over its target", "")
+	case t.Distinct:
+		return p.errAtByte(Invalid, at, "window functions cannot be combined with SELECT DISTINCT in a transform", "")
+	}
+	for _, w := range t.Windows[1:] {
+		if !slices.Equal(w.Partition, t.Windows[0].Partition) {
+			return p.errAtByte(Invalid, at, "every window function of a transform must have the same PARTITION BY (a change recomputes the partitions of its rows): define the others as another transform", "")
+		}
+	}
+	return nil
 }
 
 // checkGroupKey refuses GROUP BY items that PostgreSQL would not read as a

@@ -46,9 +46,10 @@ type expr struct {
 	val      *pg.Node
 	sql      string // canonical text; "" for JOIN conditions
 	cols     []ColumnRef
-	funcs    []located[string] // located by byte offset in the statement text
-	aggOff   int               // byte offset of the first aggregate call, -1 when none
-	alias    string            // a bare alias ending a partSelectBare item, "" when none
+	funcs    []located[string]     // located by byte offset in the statement text
+	aggOff   int                   // byte offset of the first aggregate call, -1 when none
+	windows  []located[WindowCall] // located by byte offset in the statement text
+	alias    string                // a bare alias ending a partSelectBare item, "" when none
 }
 
 // offset maps a location in the parsed query back to the statement text.
@@ -82,6 +83,8 @@ func (p *stmtParser) analyse(from, to int, kind partKind, what string) (*expr, *
 	}
 
 	w := newWalker(kind.aggregateMsg())
+	w.windowsOK = kind == partSelect || kind == partSelectBare
+	w.alter = kind == partAlter
 	w.walk(x.val.ProtoReflect(), int(rt.GetLocation()), false)
 	if w.errMsg != "" {
 		return nil, p.errAtByte(Invalid, x.offset(w.errLoc, end), w.errMsg, "")
@@ -95,6 +98,9 @@ func (p *stmtParser) analyse(from, to int, kind partKind, what string) (*expr, *
 	}
 	if w.aggLoc >= 0 {
 		x.aggOff = x.offset(w.aggLoc, end)
+	}
+	for _, c := range w.windows {
+		x.windows = append(x.windows, located[WindowCall]{x.offset(c.loc, end), c.val})
 	}
 
 	if kind == partJoin {

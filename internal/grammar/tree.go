@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
@@ -58,7 +59,11 @@ type located[T any] struct {
 // walker collects what an expression reads and calls, and the first
 // (leftmost) thing in it that a transform does not allow.
 type walker struct {
-	aggMsg string // message when aggregates are not allowed here, "" when they are
+	aggMsg    string // message when aggregates are not allowed here, "" when they are
+	windowsOK bool   // window functions are allowed here (the select list)
+	alter     bool   // the part is ALTER TRANSFORM's new column
+	windows   []located[WindowCall]
+	inWindow  bool // inside a window function's arguments or window
 
 	cols   []located[ColumnRef]
 	funcs  []located[string]
@@ -193,7 +198,7 @@ func (w *walker) columnRef(n *pg.ColumnRef, loc int) {
 
 func (w *walker) funcCall(n *pg.FuncCall, loc int, inAgg bool) {
 	if n.GetOver() != nil {
-		w.fail(loc, "window functions are not allowed in a transform")
+		w.windowCall(n, loc, inAgg)
 		return
 	}
 	if msg := clockCall(n); msg != "" {
@@ -224,6 +229,80 @@ func (w *walker) funcCall(n *pg.FuncCall, loc int, inAgg bool) {
 	if f := n.GetAggFilter(); f != nil {
 		w.walk(f.ProtoReflect(), loc, inAgg || agg)
 	}
+}
+
+// windowCall records a window function call of the select list, or
+// refuses it where windows cannot be: outside the select list, nested,
+// inside an aggregate, or naming a window (Trellis has no WINDOW clause).
+func (w *walker) windowCall(n *pg.FuncCall, loc int, inAgg bool) {
+	over := n.GetOver()
+	switch {
+	case !w.windowsOK && w.alter:
+		w.fail(loc, "ALTER TRANSFORM ... ADD COLUMN cannot add a window function: define the transform again with it")
+		return
+	case !w.windowsOK:
+		w.fail(loc, "window functions are allowed only in the select list of a transform")
+		return
+	case w.inWindow:
+		w.fail(loc, "window function calls cannot be nested")
+		return
+	case inAgg:
+		w.fail(loc, "window functions cannot be inside an aggregate")
+		return
+	case over.GetRefname() != "" || over.GetName() != "":
+		w.fail(loc, "named windows are not supported (a transform has no WINDOW clause): write the window in OVER (...)")
+		return
+	}
+	if msg := clockCall(n); msg != "" {
+		w.fail(loc, msg)
+		return
+	}
+	parts := funcNameParts(n)
+	w.funcs = append(w.funcs, located[string]{loc, strings.Join(parts, ".")})
+	call := WindowCall{Name: strings.Join(parts, "."), Aggregate: isAggregate(n), Ordered: len(over.GetOrderClause()) > 0, Rows: over.GetFrameOptions()&frameRows != 0}
+	if len(parts) > 0 {
+		call.Func = parts[len(parts)-1]
+	}
+	for _, pn := range over.GetPartitionClause() {
+		sql, err := deparseExpr(pn)
+		if err != nil {
+			w.fail(loc, "PostgreSQL cannot print a PARTITION BY expression back as SQL; write it differently")
+			return
+		}
+		call.Partition = append(call.Partition, sql)
+		sub := newWalker("")
+		sub.walk(pn.ProtoReflect(), loc, false)
+		for _, c := range sub.cols {
+			call.PartitionColumns = appendUnique(call.PartitionColumns, c.val)
+		}
+	}
+	for _, o := range over.GetOrderClause() {
+		var ref *ColumnRef
+		if c, ok := plainColumn(o.GetSortBy().GetNode()); ok {
+			ref = &c
+		}
+		call.OrderColumns = append(call.OrderColumns, ref)
+	}
+	w.windows = append(w.windows, located[WindowCall]{loc, call})
+	w.inWindow = true
+	defer func() { w.inWindow = false }()
+	children(n.ProtoReflect(), func(c protoreflect.Message) { w.walk(c, loc, inAgg) })
+}
+
+// frameRows is PostgreSQL's FRAMEOPTION_ROWS: the frame counts rows.
+const frameRows = 0x4
+
+// deparseExpr prints one expression back as canonical SQL.
+func deparseExpr(n *pg.Node) (string, error) {
+	tree := &pg.ParseResult{Stmts: []*pg.RawStmt{{Stmt: &pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: &pg.SelectStmt{
+		TargetList:  []*pg.Node{{Node: &pg.Node_ResTarget{ResTarget: &pg.ResTarget{Val: n}}}},
+		LimitOption: pg.LimitOption_LIMIT_OPTION_DEFAULT, Op: pg.SetOperation_SETOP_NONE,
+	}}}}}}
+	sql, err := pgDeparse(tree)
+	if err != nil || !strings.HasPrefix(sql, selectPrefix) {
+		return "", fmt.Errorf("cannot deparse: %v", err)
+	}
+	return strings.TrimPrefix(sql, selectPrefix), nil
 }
 
 // ungrouped returns the first column reference in m that is neither inside

@@ -92,6 +92,8 @@ func Compile(s *grammar.Transform, tables []*Table) (Spec, [][]string, error) {
 		for _, it := range s.Select {
 			spec.Columns = append(spec.Columns, Column{Name: it.Name, Expr: it.Expr})
 		}
+	case len(s.Windows) > 0:
+		err = compileWindow(&spec, s, tables, need)
 	case len(s.GroupBy) > 0:
 		err = compileGrouped(&spec, s, tables, need)
 	case len(tables) == 2:
@@ -150,6 +152,100 @@ func compileGrouped(spec *Spec, s *grammar.Transform, tables []*Table, need func
 	for _, it := range items {
 		if !slices.ContainsFunc(spec.Key, func(k Column) bool { return k.Name == it.Name }) {
 			spec.Columns = append(spec.Columns, Column{Name: it.Name, Expr: it.Expr})
+		}
+	}
+	return nil
+}
+
+// compileWindow sets the key and columns of a transform with window
+// functions: one row per source row, keyed by the PARTITION BY outputs
+// then the source's key (so a partition's rows lead the key), recomputed
+// a partition at a time.
+func compileWindow(spec *Spec, s *grammar.Transform, tables []*Table, need func(int, string)) error {
+	from := tables[0]
+	w := s.Windows[0]
+	spec.Window = &Window{Partition: w.Partition}
+	for _, c := range w.PartitionColumns {
+		if _, err := tableOf(c, tables); err != nil {
+			return err
+		}
+		need(0, c.Column)
+	}
+	used := map[int]bool{}
+	for _, p := range w.Partition {
+		idx := slices.IndexFunc(s.Select, func(it grammar.SelectItem) bool { return it.Expr == p })
+		if idx < 0 {
+			return errs.New(trellistype.CodeValidation, "PARTITION BY expression %s must also be selected, with a name: a change recomputes the rows of its partitions, found by it in the target", p)
+		}
+		used[idx] = true
+		spec.Key = append(spec.Key, Column{Name: s.Select[idx].Name, Expr: p})
+	}
+	if err := windowsDeterministic(s, from, tables); err != nil {
+		return err
+	}
+	return keyAndColumns(spec, s, from, tables, used)
+}
+
+// keyAndColumns appends the source's key to a window transform's key (a
+// selected key column serves as it, else a column of the key's name is
+// added) and sets the other outputs as its columns.
+func keyAndColumns(spec *Spec, s *grammar.Transform, from *Table, tables []*Table, used map[int]bool) error {
+	for _, k := range from.KeyCols {
+		name := k
+		idx := slices.IndexFunc(s.Select, func(it grammar.SelectItem) bool { return isColumn(it, from, k, tables) })
+		switch {
+		case idx >= 0 && used[idx]:
+			continue // a PARTITION BY output that is the key column: it is in the key already
+		case idx >= 0:
+			used[idx] = true
+			name = s.Select[idx].Name
+		case slices.ContainsFunc(s.Select, func(it grammar.SelectItem) bool { return it.Name == name }):
+			return errs.New(trellistype.CodeValidation, "column %s is taken: the target needs it for the key column %s; select the key column as it is instead", name, k)
+		}
+		spec.Key = append(spec.Key, Column{Name: name, Expr: ident.Quote(from.Alias) + "." + ident.Quote(k)})
+	}
+	for i, it := range s.Select {
+		if !used[i] {
+			spec.Columns = append(spec.Columns, Column{Name: it.Name, Expr: it.Expr})
+		}
+	}
+	return nil
+}
+
+// orderInsensitive are the window functions whose result does not depend
+// on the order of rows that tie on the window's ORDER BY (peers): the
+// ranks, and aggregates of no order over a frame of peers.
+var orderInsensitive = map[string]bool{
+	"rank": true, "dense_rank": true, "percent_rank": true, "cume_dist": true,
+	"count": true, "sum": true, "avg": true, "min": true, "max": true,
+	"bool_and": true, "bool_or": true, "every": true, "bit_and": true, "bit_or": true, "bit_xor": true,
+}
+
+// windowsDeterministic refuses a window function whose result could
+// differ from a fresh recompute's: one that depends on the order of rows
+// its ORDER BY leaves tied, unless the ORDER BY includes the source's key
+// (a total order).
+func windowsDeterministic(s *grammar.Transform, from *Table, tables []*Table) error {
+	for _, w := range s.Windows {
+		if orderInsensitive[w.Func] && !w.Rows {
+			continue
+		}
+		total := true
+		for _, k := range from.KeyCols {
+			if !slices.ContainsFunc(w.OrderColumns, func(c *grammar.ColumnRef) bool {
+				if c == nil || c.Column != k {
+					return false
+				}
+				i, err := tableOf(*c, tables)
+				return err == nil && i == 0
+			}) {
+				total = false
+			}
+		}
+		if !total {
+			return errs.New(trellistype.CodeValidation,
+				"%s(...) OVER (...) in column %s depends on the order of rows that tie on its ORDER BY, so the target could differ from a fresh recompute: add the key as a tie-breaker (ORDER BY ..., %s)",
+				w.Func, s.Select[w.Item].Name, strings.Join(from.KeyCols, ", "))
 		}
 	}
 	return nil

@@ -163,6 +163,18 @@ var goldenCases = []goldenCase{
 		types:  map[string]string{"tags": "integer[]", "n": "bigint", "bodies": "json"},
 	},
 	{
+		name:   "window",
+		stmt:   "TRANSFORM ranked FROM orders SELECT region, price, sum(price) OVER (PARTITION BY region) AS region_total, rank() OVER (PARTITION BY region ORDER BY price DESC) AS r WHERE status <> 'cancelled'",
+		tables: []*Table{table("public", "orders", "", []string{"id"}, orders...)},
+		types:  map[string]string{"region": "text", "id": "bigint", "price": "numeric", "region_total": "numeric", "r": "bigint"},
+	},
+	{
+		name:   "window_whole_source",
+		stmt:   "TRANSFORM running FROM orders SELECT id, sum(price) OVER (ORDER BY placed_at, id) AS running, row_number() OVER (ORDER BY price, id) AS n",
+		tables: []*Table{table("public", "orders", "", []string{"id"}, orders...)},
+		types:  map[string]string{"id": "bigint", "running": "numeric", "n": "bigint"},
+	},
+	{
 		name: "join_altered",
 		stmt: "TRANSFORM order_lines FROM orders o JOIN customers c ON o.customer_id = c.id SELECT o.id AS order_id, c.name AS customer",
 		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...),
@@ -340,6 +352,12 @@ func TestCompileRefuses(t *testing.T) {
 		{"TRANSFORM t FROM orders o JOIN customers c ON c.id = o.customer_id SELECT *", []*Table{o, c}, "duplicate output column name id"},
 		{"TRANSFORM t FROM orders o SELECT z.*", []*Table{o}, "z.* names no table"},
 		{"TRANSFORM t FROM orders o SELECT DISTINCT 'x' AS a", []*Table{o}, "SELECT DISTINCT needs an output that reads a column"},
+		{"TRANSFORM t FROM orders o SELECT price, rank() OVER (PARTITION BY region ORDER BY price) AS r", []*Table{o}, "PARTITION BY expression region must also be selected"},
+		{"TRANSFORM t FROM orders o SELECT region, row_number() OVER (PARTITION BY region ORDER BY price) AS r", []*Table{o}, "add the key as a tie-breaker (ORDER BY ..., id)"},
+		{"TRANSFORM t FROM orders o SELECT region, lag(price) OVER (PARTITION BY region ORDER BY price, customer_id) AS r", []*Table{o}, "lag(...) OVER (...) in column r depends on the order of rows"},
+		{"TRANSFORM t FROM orders o SELECT region, sum(price) OVER (PARTITION BY region ORDER BY price ROWS 2 PRECEDING) AS r", []*Table{o}, "add the key as a tie-breaker"},
+		{"TRANSFORM t FROM orders o SELECT region, array_agg(price) OVER (PARTITION BY region) AS r", []*Table{o}, "add the key as a tie-breaker"},
+		{"TRANSFORM t FROM orders o SELECT region, price AS id, rank() OVER (PARTITION BY region ORDER BY price) AS r", []*Table{o}, "column id is taken"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.stmt, func(t *testing.T) {

@@ -33,6 +33,9 @@ type Spec struct {
 	// row of every source row (none when HAVING rejects it), and its key
 	// has no columns.
 	Global bool `json:"global,omitempty"`
+	// Window is set for a transform with window functions, top-k or
+	// DISTINCT ON: its rows are recomputed a partition at a time.
+	Window *Window `json:"window,omitempty"`
 	// WithoutSourceIndex records the opt-out of WITHOUT SOURCE INDEX.
 	WithoutSourceIndex bool `json:"without_source_index,omitempty"`
 	// Reads is every source column the definition reads, for checks that a
@@ -48,6 +51,20 @@ type Spec struct {
 	// were when it was defined or last re-derived: a change to one
 	// re-derives the target.
 	Functions []Function `json:"functions,omitempty"`
+}
+
+// Window is how a window transform partitions its rows. A change
+// recomputes every row of the partitions its rows were and are in; with
+// no PARTITION BY the one partition is the whole source.
+type Window struct {
+	// Partition are the PARTITION BY expressions, in the order of the
+	// key columns that lead Spec.Key.
+	Partition []string `json:"partition,omitempty"`
+	// Rank and Limit keep, of each partition, the rows whose Rank (a
+	// window function of the partition) is at most Limit: top-k and
+	// DISTINCT ON. Rank is "" when every row is kept.
+	Rank  string `json:"rank,omitempty"`
+	Limit int64  `json:"limit,omitempty"`
 }
 
 // Function is a user function a definition calls (directly, through an

@@ -27,7 +27,9 @@ func (p *Plan) CheckUnit() (names, types []string) {
 		}
 		return names, p.Spec.Source.KeyTypes
 	}
-	return p.keyColumns()
+	names, types = p.keyColumns()
+	n := len(p.unitExprs())
+	return names[:n], types[:n]
 }
 
 // keyTypes are the types of the target's key columns (KeyNames).
@@ -38,7 +40,7 @@ func (p *Plan) keyTypes() []string {
 
 // CheckPaged reports whether a check pages the target by ranges of the
 // FROM table's key (see BuildBound); an aggregate is checked in one page.
-func (p *Plan) CheckPaged() bool { return p.Kind() != KindAggregate }
+func (p *Plan) CheckPaged() bool { return p.Kind() != KindAggregate && p.Kind() != KindWindow }
 
 // CheckColumns are the columns a check compares: every column that is not
 // paused (a paused column keeps values nothing maintains).
@@ -230,6 +232,16 @@ func (p *Plan) checkRecompute(cols []string, conds []string) string {
 	}
 	if p.Kind() == KindProjection {
 		return fmt.Sprintf("SELECT %s FROM %s%s", strings.Join(sel, ", "), p.from(), p.where(conds...))
+	}
+	if w := p.Spec.Window; w != nil && w.Rank != "" {
+		var outer []string
+		for _, k := range p.Spec.Key {
+			outer = append(outer, "trellis_w."+ident.Quote(k.Name))
+		}
+		for _, c := range cols {
+			outer = append(outer, "trellis_w."+ident.Quote(c))
+		}
+		return p.ranked(strings.Join(outer, ", "), strings.Join(sel, ", "), p.where(conds...))
 	}
 	return fmt.Sprintf("SELECT %s FROM %s%s%s", strings.Join(sel, ", "), p.fromClause(), p.where(conds...), p.groupBy())
 }

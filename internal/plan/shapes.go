@@ -12,12 +12,15 @@ const (
 	KindProjection = "projection"
 	KindJoin       = "join"
 	KindAggregate  = "aggregate"
+	KindWindow     = "window"
 )
 
-// Kind tells projections, joins and aggregates (GROUP BY, with or without a
-// join) apart.
+// Kind tells projections, joins, aggregates (GROUP BY, with or without a
+// join) and windows (window functions, top-k, DISTINCT ON) apart.
 func (p *Plan) Kind() string {
 	switch {
+	case p.Spec.Window != nil:
+		return KindWindow
 	case len(p.Spec.GroupBy) > 0, p.Spec.Global:
 		return KindAggregate
 	case p.Spec.Join != nil:
@@ -65,15 +68,34 @@ func (p *Plan) fromClause() string {
 // key of one value.
 const GlobalKey = "'all'"
 
+// unitExprs are the expressions whose values make one unit of an
+// aggregate (its GROUP BY) or a window (its PARTITION BY): what a change
+// recomputes, whose values lead the target's key.
+func (p *Plan) unitExprs() []string {
+	if w := p.Spec.Window; w != nil {
+		return w.Partition
+	}
+	return p.Spec.GroupBy
+}
+
+// oneUnit says the whole source is one unit: an aggregate without GROUP
+// BY, a window without PARTITION BY.
+func (p *Plan) oneUnit() bool {
+	return p.Spec.Global || (p.Spec.Window != nil && len(p.Spec.Window.Partition) == 0)
+}
+
 // KeyParams is how many key values (one text[] parameter each) the keyed
 // statements of the plan take: a join's FROM key, an aggregate's groups
-// (one value for a global aggregate), a projection's key.
+// (one value for a global aggregate), a window's partitions (one value
+// without PARTITION BY), a projection's key.
 func (p *Plan) KeyParams() int {
 	switch {
 	case p.Kind() == KindJoin:
 		return len(p.Spec.Source.KeyCols)
-	case p.Spec.Global:
+	case p.oneUnit():
 		return 1
+	case p.Kind() == KindWindow:
+		return len(p.Spec.Window.Partition)
 	}
 	return len(p.KeyNames())
 }
@@ -127,10 +149,28 @@ func (p *Plan) groupBy() string {
 	return out
 }
 
-// shapeQuery is the definition's query for joins and aggregates, with
-// extra conditions.
+// shapeQuery is the definition's query for joins, aggregates and
+// windows, with extra conditions.
 func (p *Plan) shapeQuery(extra ...string) string {
+	if w := p.Spec.Window; w != nil && w.Rank != "" {
+		names := p.columnNamesShape()
+		sel := make([]string, len(names))
+		for i, n := range names {
+			sel[i] = "trellis_w." + ident.Quote(n)
+		}
+		return p.ranked(strings.Join(sel, ", "), p.shapeSelect(), p.where(extra...))
+	}
 	return fmt.Sprintf("SELECT %s FROM %s%s%s", p.shapeSelect(), p.fromClause(), p.where(extra...), p.groupBy())
+}
+
+// ranked is a top-k query: outer of the rows of inner (a select list)
+// whose rank is within the window's limit. The conditions in where apply
+// before the window functions, so they must keep or drop whole
+// partitions.
+func (p *Plan) ranked(outer, inner, where string) string {
+	w := p.Spec.Window
+	return fmt.Sprintf("SELECT %s FROM (SELECT %s, (%s) AS trellis_rank FROM %s%s) AS trellis_w WHERE trellis_w.trellis_rank <= %d",
+		outer, inner, w.Rank, p.fromClause(), where, w.Limit)
 }
 
 // CreateShapeTarget creates the empty target of a join or aggregate with
@@ -140,7 +180,7 @@ func (p *Plan) shapeQuery(extra ...string) string {
 // A global aggregate's key has no columns: an index on a constant keeps
 // its target to one row.
 func (p *Plan) CreateShapeTarget() string {
-	if p.Spec.Global {
+	if len(p.KeyNames()) == 0 {
 		return fmt.Sprintf("CREATE TABLE %s AS %s WITH NO DATA;\nCREATE UNIQUE INDEX ON %s ((true))",
 			p.Target.Quoted(), p.shapeQuery(), p.Target.Quoted())
 	}
@@ -234,23 +274,33 @@ func (p *Plan) groupsParts(withNulls bool) (groups, query string) {
 // groupsStatements are the groups CTE, the delete of the groups' rows and
 // the definition's query for the groups.
 func (p *Plan) groupsStatements(withNulls bool) (groups, del, query string) {
-	if p.Spec.Global {
+	if p.oneUnit() {
 		// The one group, of no columns: every row of the source. Its key
 		// parameter (see KeyParams) says whether it is to be recomputed.
 		groups = "g AS (SELECT WHERE cardinality($1::text[]) > 0)"
+		del = fmt.Sprintf("WITH %s DELETE FROM %s WHERE EXISTS (SELECT FROM g)", groups, p.Target.Quoted())
+		if p.Spec.Window != nil {
+			// No GROUP BY: the condition goes in WHERE, where it keeps
+			// or drops the whole partition.
+			return groups, del, p.shapeQuery("EXISTS (SELECT FROM g)")
+		}
 		having := ""
 		if p.Spec.Having != "" {
 			having = " AND (" + p.Spec.Having + ")"
 		}
-		return groups, fmt.Sprintf("WITH %s DELETE FROM %s WHERE EXISTS (SELECT FROM g)", groups, p.Target.Quoted()),
+		return groups, del,
 			fmt.Sprintf("SELECT %s FROM %s%s HAVING EXISTS (SELECT FROM g)%s", p.shapeSelect(), p.fromClause(), p.where(), having)
 	}
-	names := p.KeyNames()
-	types := make([]string, len(p.Spec.Key))
+	// The unit's key columns lead the target's key: all of it for an
+	// aggregate, the PARTITION BY for a window.
+	exprs := p.unitExprs()
+	unit := p.Spec.Key[:len(exprs)]
+	names := p.KeyNames()[:len(exprs)]
+	types := make([]string, len(unit))
 	// The groups CTE's columns have names of their own, so that a GROUP BY
 	// expression that names a source column never binds to them.
-	gcols := make([]string, len(p.Spec.Key))
-	for i, k := range p.Spec.Key {
+	gcols := make([]string, len(unit))
+	for i, k := range unit {
 		types[i] = k.Type
 		gcols[i] = fmt.Sprintf("trellis_g%d", i+1)
 	}
@@ -265,11 +315,11 @@ func (p *Plan) groupsStatements(withNulls bool) (groups, del, query string) {
 		return fmt.Sprintf("(%s OR ((%s) IS NULL AND array_position($%d::text[], NULL) IS NOT NULL))",
 			inParam(expr, i+1, types[i]), expr, i+1)
 	}
-	for i, k := range p.Spec.Key {
+	for i, k := range unit {
 		q := ident.Quote(k.Name)
 		tmatch = append(tmatch, "t."+q+" IS NOT DISTINCT FROM g."+gcols[i])
-		smatch = append(smatch, "g."+gcols[i]+" IS NOT DISTINCT FROM ("+p.Spec.GroupBy[i]+")")
-		coarse = append(coarse, anyOf(p.Spec.GroupBy[i], i))
+		smatch = append(smatch, "g."+gcols[i]+" IS NOT DISTINCT FROM ("+exprs[i]+")")
+		coarse = append(coarse, anyOf(exprs[i], i))
 		tcoarse = append(tcoarse, anyOf("t."+q, i))
 	}
 	// The plain equalities let an index find the rows. With one key column
@@ -295,7 +345,7 @@ func (p *Plan) groupsStatements(withNulls bool) (groups, del, query string) {
 	scols := make([]string, len(names))
 	for i, n := range names {
 		tcols[i] = "t." + ident.Quote(n)
-		scols[i] = "(" + p.Spec.GroupBy[i] + ")"
+		scols[i] = "(" + exprs[i] + ")"
 	}
 	del = fmt.Sprintf("WITH %s DELETE FROM %s AS t WHERE %s%s",
 		groups, p.Target.Quoted(), strings.Join(tcoarse, " AND "), exact(tcols, tmatch))
@@ -405,11 +455,11 @@ func (p *Plan) JoinedSideFromKeys(c Changes, buckets int) string {
 // join's rows that lost their match). Returns the groups as text and their
 // bucket.
 func (p *Plan) AffectedGroups(c Changes, joinedSide bool, buckets int) string {
-	if p.Spec.Global {
+	if p.oneUnit() {
 		// Any change touches the one group.
 		return fmt.Sprintf("WITH %s SELECT %s WHERE EXISTS (SELECT FROM chg)", c.cte(), textWithBucket([]string{GlobalKey}, buckets))
 	}
-	g := strings.Join(p.Spec.GroupBy, ", ")
+	g := strings.Join(p.unitExprs(), ", ")
 	var parts []string
 	switch {
 	case p.Spec.Join == nil:
@@ -469,7 +519,7 @@ func (p *Plan) AffectedGroups(c Changes, joinedSide bool, buckets int) string {
 			fmt.Sprintf("SELECT %s FROM %s JOIN %s ON %s", g, p.from(), c.oldImage(ja), p.onClause(p.alias(), ja)),
 			fmt.Sprintf("SELECT %s FROM %s WHERE %s IN (%s)", g, p.fromClause(), keyTuple(fromCols), vals))
 	}
-	cols := make([]string, len(p.Spec.GroupBy))
+	cols := make([]string, len(p.unitExprs()))
 	for i := range cols {
 		cols[i] = fmt.Sprintf("g%d", i+1)
 	}
@@ -488,11 +538,11 @@ func (p *Plan) ShapeKeys() string {
 		}
 		return fmt.Sprintf("SELECT %s FROM %s", strings.Join(cols, ", "), p.from())
 	}
-	if p.Spec.Global {
+	if p.oneUnit() {
 		return "SELECT " + GlobalKey + "::text" // the one group
 	}
 	var cols []string
-	for _, g := range p.Spec.GroupBy {
+	for _, g := range p.unitExprs() {
 		cols = append(cols, "("+g+")::text")
 	}
 	return fmt.Sprintf("SELECT DISTINCT %s FROM %s", strings.Join(cols, ", "), p.fromClause())

@@ -12,7 +12,8 @@ import (
 // Affected hands to add every target key of t, under plan pl, that changes
 // of its source src touch, with the key's bucket: the changed keys
 // themselves where they are target keys (a projection, a join's FROM
-// side), and what pl's affected-keys queries find (groups, join rows).
+// side), and what pl's affected-keys queries find (groups, a window's
+// partitions, join rows).
 // source looks up src's capture layout, only when a query needs it; part
 // is plan.Changes.Part. The drain finds a page's keys with it, and the
 // self-check the keys in flight.
@@ -22,7 +23,7 @@ func Affected(ctx context.Context, q catalog.Querier, t *catalog.Transform, pl *
 	fromSide := spec.Source.ID == src
 	joinedSide := spec.Join != nil && spec.Join.Source.ID == src
 	kind := pl.Kind()
-	if fromSide && kind != plan.KindAggregate {
+	if fromSide && kind != plan.KindAggregate && kind != plan.KindWindow {
 		for _, c := range changes {
 			add(Ptrs(c.Key), c.Bucket)
 		}
