@@ -123,6 +123,19 @@ type Options struct {
 	// and full_page_writes on (it runs with them off otherwise). It cannot
 	// be combined with URL, whose server's own settings apply.
 	Durable bool
+	// Load paces the side-by-side benchmark's writers: it first measures
+	// the plain write rate flat out, then runs every configuration at this
+	// fraction of it (0.5: the steady half load issue 13 measures at). 0
+	// writes flat out.
+	Load float64
+	// Rate paces the side-by-side benchmark's writers at this many writes
+	// per second in all (0: as Load says). A/B runs of two builds compare
+	// at one rate, which Load, measured on a shared machine, is not.
+	Rate float64
+	// Statements loads pg_stat_statements into the throwaway server, and
+	// the side-by-side and sustain benchmarks print the statements their
+	// Trellis phases ran, by total time (what each drain page sends).
+	Statements bool
 	// Logf receives progress messages; nil discards them.
 	Logf func(format string, args ...any)
 }
@@ -157,6 +170,12 @@ func (o Options) validate() error {
 		return errors.New("bench: Options.Changes must be positive")
 	case o.Duration < minPhase:
 		return fmt.Errorf("bench: Options.Duration must be at least %s", minPhase)
+	case o.Load < 0 || o.Load > 1:
+		return errors.New("bench: Options.Load must be between 0 and 1")
+	case o.Rate < 0:
+		return errors.New("bench: Options.Rate must not be negative")
+	case o.Statements && o.URL != "":
+		return errors.New("bench: Options.Statements loads pg_stat_statements into the throwaway server, not into a server given by Options.URL")
 	}
 	return nil
 }
@@ -247,9 +266,12 @@ func RunResults(ctx context.Context, opts Options, w io.Writer) ([]Result, error
 	}
 	s := &suite{opts: opts, logf: opts.Logf}
 	if opts.URL == "" {
-		var settings map[string]string
+		settings := map[string]string{}
 		if opts.Durable {
 			settings = map[string]string{"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
+		}
+		if opts.Statements {
+			settings["shared_preload_libraries"] = "pg_stat_statements"
 		}
 		c, err := testpg.Start(ctx, testpg.Options{Settings: settings, Logf: opts.Logf})
 		if err != nil {

@@ -54,6 +54,31 @@ FOR EACH STATEMENT EXECUTE FUNCTION %s()`, src, e.table("bench_floor"))); err !=
 		return nil, err
 	}
 	limit := max(catchUpMin, catchUpPhases*s.opts.Duration)
+	stmts, err := e.newStatements(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pace := "flat out"
+	switch {
+	case s.opts.Rate > 0:
+		ws.rate = s.opts.Rate
+		pace = fmt.Sprintf("paced at %.0f writes/s", ws.rate)
+	case s.opts.Load > 0:
+		// The pace: a share of the plain rate, measured flat out first.
+		if err := ws.setAll(ctx, "SET session_replication_role = replica"); err != nil {
+			return nil, err
+		}
+		if _, _, err := ws.run(ctx, min(warmupMax, s.opts.Duration/10)); err != nil {
+			return nil, err
+		}
+		full, _, err := ws.run(ctx, s.opts.Duration)
+		if err != nil {
+			return nil, err
+		}
+		ws.rate = s.opts.Load * full
+		pace = fmt.Sprintf("paced at %.0f%% of the plain rate (%.0f of %.0f writes/s)", 100*s.opts.Load, ws.rate, full)
+		e.logf("plain flat out: %.0f tx/s; every configuration now writes at %.0f tx/s", full, ws.rate)
+	}
 
 	type config struct {
 		name    string
@@ -84,6 +109,9 @@ FOR EACH STATEMENT EXECUTE FUNCTION %s()`, src, e.table("bench_floor"))); err !=
 		}
 		e.checkpoint(ctx)
 		e.quiesce(ctx)
+		if !cf.replica {
+			stmts.reset(ctx)
+		}
 		m := e.startMeter(ctx)
 		_, warm, err := ws.run(ctx, min(warmupMax, s.opts.Duration/10))
 		if err != nil {
@@ -102,6 +130,9 @@ FOR EACH STATEMENT EXECUTE FUNCTION %s()`, src, e.table("bench_floor"))); err !=
 		}
 		cpu := m.perChange(ctx, float64(warm+n))
 		e.logf("%s: %.0f tx/s, %.0f µs CPU per write", cf.name, tps, cpu)
+		if !cf.replica {
+			stmts.report(ctx, cf.name+" phase", float64(warm+n))
+		}
 		g := got[cf.name]
 		if g == nil {
 			g = &sums{}
@@ -135,7 +166,7 @@ FOR EACH STATEMENT EXECUTE FUNCTION %s()`, src, e.table("bench_floor"))); err !=
 		return t / float64(len(xs))
 	}
 	plain := got["plain"]
-	order := fmt.Sprintf("mean of %d interleaved runs vs plain (no trigger firing)", compareRounds)
+	order := fmt.Sprintf("mean of %d interleaved runs vs plain (no trigger firing), %s", compareRounds, pace)
 	return []Result{
 		withCPU(result("compare/floor", avg(plain.tps), avg(got["floor"].tps), "tx/s",
 			order+"; an empty statement trigger with transition tables: the floor of trigger capture"),

@@ -88,8 +88,13 @@ func (s *suite) drain(ctx context.Context, e *env) ([]Result, error) {
 	}
 	e.checkpoint(ctx)
 
+	stmts, err := e.newStatements(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var c2close func() error
 	e.quiesce(ctx)
+	stmts.reset(ctx)
 	m := e.startMeter(ctx)
 	took, err := timed(func() error {
 		c2, err := e.connect(ctx, true, drainWorkers)
@@ -99,13 +104,16 @@ func (s *suite) drain(ctx context.Context, e *env) ([]Result, error) {
 		c2close = c2.Close
 		return converge(ctx, c2)
 	})
+	// Measured before the workers' connections close: the CPU of a server
+	// process that has exited can no longer be read.
+	drainCPU := m.perChange(ctx, float64(n))
 	if c2close != nil {
 		_ = c2close()
 	}
 	if err != nil {
 		return nil, err
 	}
-	drainCPU := m.perChange(ctx, float64(n))
+	stmts.report(ctx, "the drain", float64(n))
 	e.logf("drained %d changes in %s", n, took.Round(time.Millisecond))
 	bad, err := e.mismatches(ctx)
 	if err != nil {

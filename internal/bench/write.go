@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/trellis-pg/trellis"
+	"github.com/trellis-pg/trellis/internal/backoff"
 )
 
 // write measures source write throughput with capture installed versus
@@ -179,6 +180,10 @@ func (e *env) catchUp(ctx context.Context, c *trellis.Client, limit time.Duratio
 	return "", err
 }
 
+// pacingSlack is how far behind its schedule a paced writer may fall and
+// still catch up: past it, the writes missed are dropped, not burst.
+const pacingSlack = 100 * time.Millisecond
+
 func timed(fn func() error) (time.Duration, error) {
 	begin := time.Now()
 	err := fn()
@@ -191,6 +196,9 @@ type writers struct {
 	sql   string
 	rows  int
 	seed  uint64
+	// rate paces the writers to that many writes per second in all
+	// (spread evenly over the connections); 0 writes flat out.
+	rate float64
 }
 
 // setAll runs a statement on every writer connection.
@@ -230,11 +238,35 @@ func (w *writers) run(ctx context.Context, d time.Duration) (float64, int64, err
 	errs := make([]error, len(w.conns))
 	begin := time.Now()
 	deadline := begin.Add(d)
+	// Paced, each connection writes at its own share of the rate, on a
+	// schedule (not a sleep after each write): a writer that fell behind
+	// catches up, by at most pacingSlack's worth of writes.
+	var every time.Duration
+	if w.rate > 0 {
+		every = time.Duration(float64(time.Second) * float64(len(w.conns)) / w.rate)
+	}
 	for i, c := range w.conns {
 		w.seed++
 		rng := rand.New(rand.NewPCG(w.seed, uint64(i)))
+		next := begin.Add(time.Duration(i) * every / time.Duration(len(w.conns)))
 		wg.Go(func() {
-			for time.Now().Before(deadline) {
+			for {
+				now := time.Now()
+				if !now.Before(deadline) {
+					return
+				}
+				if every > 0 {
+					if wait := next.Sub(now); wait > 0 {
+						if !backoff.Sleep(ctx, min(wait, deadline.Sub(now))) {
+							return
+						}
+						continue
+					}
+					if floor := now.Add(-pacingSlack); next.Before(floor) {
+						next = floor
+					}
+					next = next.Add(every)
+				}
 				if _, err := c.Exec(ctx, w.sql, rng.Int64N(int64(w.rows))+1); err != nil {
 					errs[i] = fmt.Errorf("writer %d: %w", i, err)
 					return

@@ -75,13 +75,11 @@ func (e *Engine) NewWorker(id int, wake <-chan struct{}) *Worker {
 func (w *Worker) Run(ctx context.Context) {
 	log := w.e.Logger.With("drain_worker", w.id)
 	retry := backoff.Exponential{Min: 100 * time.Millisecond, Max: 5 * time.Second}
+	claim := true
 	for ctx.Err() == nil {
-		did, err := w.DrainOne(ctx)
-		if err == nil && !did {
-			var n int
-			n, err = w.e.Ledger.Cut(ctx, false)
-			did = n > 0
-		}
+		var wait time.Duration
+		var err error
+		claim, wait, err = w.step(ctx, claim)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -89,15 +87,48 @@ func (w *Worker) Run(ctx context.Context) {
 			w.e.Metrics.Up(false)
 			log.Warn("drain pass failed", "error", err)
 			backoff.Sleep(ctx, retry.Next())
+			claim = true
 			continue
 		}
 		w.e.Metrics.Up(true)
 		retry.Reset()
-		if did {
-			continue
+		if wait > 0 {
+			backoff.Wait(ctx, wait, w.wake)
 		}
-		backoff.Wait(ctx, backoff.Jitter(w.e.PollInterval), w.wake)
 	}
+}
+
+// step is one step of the worker's loop: with claim, it first tries to
+// claim and apply a page; without one, it looks (one statement), and cuts
+// when a cut is due (ledger.Look paces cuts by the write rate). It returns
+// whether the next step should claim, and how long to wait before it.
+func (w *Worker) step(ctx context.Context, claim bool) (bool, time.Duration, error) {
+	if claim {
+		did, err := w.DrainOne(ctx)
+		if err != nil || did {
+			return true, 0, err
+		}
+	}
+	o, err := w.e.Ledger.Look(ctx)
+	if err != nil {
+		return true, 0, err
+	}
+	if o.PageDue && !claim {
+		return true, 0, nil // a page another worker cut
+	}
+	if o.NewRows && o.CutIn == 0 {
+		n, err := w.e.Ledger.Cut(ctx, false)
+		if err != nil || n > 0 {
+			return true, 0, err
+		}
+	}
+	wait := backoff.Jitter(w.e.PollInterval)
+	if o.NewRows {
+		// Changes are gathering: wake when their cut is due (another
+		// worker may have just cut: then about one interval from now).
+		wait = min(wait, max(o.CutIn, ledger.MinCutInterval))
+	}
+	return false, wait, nil
 }
 
 // srcChanges are a page's changes of one source.

@@ -44,17 +44,14 @@ func (l *Ledger) cut(ctx context.Context, force bool, emptyAfter time.Duration) 
 	if err := tx.QueryRow(ctx, l.Cat.SQL(sqlLastCut)).Scan(&lo, &ageMS); err != nil {
 		return 0, fmt.Errorf("reading the last cut: %w", err)
 	}
-	if !force && ageMS < float64(MinCutInterval.Milliseconds()) {
+	age := time.Duration(ageMS * float64(time.Millisecond))
+	if !force && age < l.pace.interval() {
 		return 0, nil // let changes gather into fewer, larger pages
 	}
 	if err := tx.QueryRow(ctx, sqlSnapshot).Scan(&hi); err != nil {
 		return 0, err
 	}
-	all := make([]int32, Buckets)
-	for i := range all {
-		all[i] = int32(i)
-	}
-	rows, err := tx.Query(ctx, l.Cat.SQL(sqlCutCounts), lo, hi, all)
+	rows, err := tx.Query(ctx, l.Cat.SQL(sqlCutCounts), lo, hi, allBuckets())
 	if err != nil {
 		return 0, fmt.Errorf("counting new ledger rows: %w", err)
 	}
@@ -127,5 +124,6 @@ func (l *Ledger) cut(ctx context.Context, force bool, emptyAfter time.Duration) 
 	if err := tx.Commit(ctx); err != nil {
 		return 0, err
 	}
+	l.pace.observe(total, age)
 	return pages, nil
 }

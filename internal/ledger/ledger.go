@@ -22,11 +22,15 @@ const PageTarget = 5000
 
 // MinCutInterval is the least time between two cuts made by idle workers:
 // under a steady write load it gathers changes into pages worth a
-// transaction, instead of one page per commit.
+// transaction, instead of one page per commit. A busy ledger is cut less
+// often (pace.go).
 const MinCutInterval = 5 * time.Millisecond
 
 // Ledger is the ledger of one instance, read and written through Pool.
+// The workers of a client share one: it paces their cuts.
 type Ledger struct {
 	Pool *pgxpool.Pool
 	Cat  *catalog.Catalog
+
+	pace pacer
 }

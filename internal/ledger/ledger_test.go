@@ -404,3 +404,93 @@ VALUES ('public', 'orders', '{id}', '{integer}', 'installed') RETURNING id`)
 	}
 	require.Empty(t, inFlight())
 }
+
+// TestBusyLedgerIsCutInFewerLargerPages: under a heavy write load idle
+// workers, which try to cut all the time, cut about every MaxCutInterval
+// rather than every MinCutInterval, so each page holds many more rows;
+// once the load stops, a lone change is cut as soon as before.
+func TestBusyLedgerIsCutInFewerLargerPages(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	first := f.cuts(t)
+
+	// A writer appending 500 rows a round, and idle workers trying to cut
+	// between every two rounds; about 2 s of it.
+	begin := time.Now()
+	rows := 0
+	for time.Since(begin) < 2*time.Second {
+		f.appendRows(t, f.pool, 1, rows%ledger.Buckets, 500)
+		rows += 500
+		time.Sleep(time.Millisecond)
+		_, err := f.l.Cut(f.ctx, false)
+		require.NoError(t, err)
+	}
+	elapsed := time.Since(begin)
+	cuts := f.cuts(t) - first
+	require.Positive(t, cuts)
+	// At MinCutInterval there would be elapsed/5ms cuts; at well over
+	// 10,000 rows/s the interval is MaxCutInterval.
+	t.Logf("%d rows in %s: %d cuts (%.0f rows each, one every %s)", rows, elapsed.Round(time.Millisecond), cuts,
+		float64(rows)/float64(cuts), (elapsed / time.Duration(cuts)).Round(time.Millisecond))
+	require.LessOrEqual(t, cuts, int(elapsed/(ledger.MaxCutInterval/2)),
+		"a busy ledger is cut about every MaxCutInterval, not every MinCutInterval")
+
+	// Quiet again: once the last cut is older than the longest interval,
+	// the next change is cut at once.
+	_, err := f.l.Cut(f.ctx, true)
+	require.NoError(t, err)
+	time.Sleep(ledger.MaxCutInterval)
+	f.appendRows(t, f.pool, 1, 0, 1)
+	n, err := f.l.Cut(f.ctx, false)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	ps := f.pages(t)
+	require.Equal(t, []int32{0}, ps[len(ps)-1].Buckets)
+}
+
+// TestLookSaysWhatIsDue: the idle worker's one statement says whether a
+// page is due, whether rows wait for a cut, and when that cut is due.
+func TestLookSaysWhatIsDue(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	o, err := f.l.Look(f.ctx)
+	require.NoError(t, err)
+	require.Equal(t, ledger.Outlook{}, o, "nothing to do")
+
+	f.appendRows(t, f.pool, 1, 3, 10)
+	o, err = f.l.Look(f.ctx)
+	require.NoError(t, err)
+	require.False(t, o.PageDue)
+	require.True(t, o.NewRows)
+
+	// A writer still open: its rows are not new rows yet.
+	n, err := f.l.Cut(f.ctx, true)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	open, err := f.pool.Begin(f.ctx)
+	require.NoError(t, err)
+	defer func() { _ = open.Rollback(context.WithoutCancel(f.ctx)) }()
+	f.appendRows(t, open, 1, 4, 1)
+	o, err = f.l.Look(f.ctx)
+	require.NoError(t, err)
+	require.True(t, o.PageDue, "the cut's page")
+	require.False(t, o.NewRows, "an uncommitted row is not new")
+	require.LessOrEqual(t, o.CutIn, ledger.MinCutInterval, "a quiet ledger's cuts are MinCutInterval apart")
+
+	// Done, the page is no longer due.
+	_, err = f.pool.Exec(f.ctx, `UPDATE trellis.pages SET done = true`)
+	require.NoError(t, err)
+	require.NoError(t, open.Commit(f.ctx))
+	o, err = f.l.Look(f.ctx)
+	require.NoError(t, err)
+	require.False(t, o.PageDue)
+	require.True(t, o.NewRows, "committed since the cut")
+}
+
+func TestCutInterval(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, ledger.MinCutInterval, ledger.CutInterval(0))
+	require.Equal(t, ledger.MinCutInterval, ledger.CutInterval(ledger.QuietRate))
+	require.Equal(t, 2*ledger.MinCutInterval, ledger.CutInterval(2*ledger.QuietRate))
+	require.Equal(t, ledger.MaxCutInterval, ledger.CutInterval(1e9))
+}

@@ -15,6 +15,16 @@ WHERE bucket = ANY($3::int[])
   AND pg_visible_in_snapshot(xid, $2::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
 GROUP BY bucket ORDER BY bucket`
 
+	// An idle worker's look (pace.go): whether a page is due, the age of
+	// the last cut, and whether rows were committed since it ($1 lists every
+	// bucket, for the (bucket, xid) index).
+	sqlOutlook = `
+SELECT EXISTS (SELECT 1 FROM %[1]s.pages WHERE NOT done AND (retry_at IS NULL OR retry_at <= clock_timestamp())),
+       extract(epoch FROM clock_timestamp() - c.cut_at) * 1000,
+       EXISTS (SELECT 1 FROM %[1]s.ledger l
+               WHERE l.bucket = ANY ($1::int[]) AND l.xid >= pg_snapshot_xmin(c.snap) AND NOT pg_visible_in_snapshot(l.xid, c.snap))
+FROM (SELECT snap, cut_at FROM %[1]s.cuts ORDER BY n DESC LIMIT 1) c`
+
 	sqlInsertCut  = `INSERT INTO %[1]s.cuts (snap) VALUES ($1::pg_snapshot) RETURNING n`
 	sqlInsertPage = `INSERT INTO %[1]s.pages (cut, lo, hi, buckets, segs) VALUES ($1, $2::pg_snapshot, $3::pg_snapshot, $4, $5)`
 
@@ -53,19 +63,6 @@ SELECT EXISTS (
 	sqlRotate           = `UPDATE %[1]s.ring SET cur = $1, rotated_at = clock_timestamp() WHERE cur = $2`
 	sqlPrunePages       = `DELETE FROM %[1]s.pages WHERE done AND cut <= $1`
 	sqlPruneCuts        = `DELETE FROM %[1]s.cuts WHERE n < $1`
-
-	// Each segment of the ring: whether a table of its name exists in the
-	// catalog schema ($1, unquoted), and whether it is a partition of the
-	// ledger (segments.go).
-	sqlSegmentStates = `
-SELECT i, to_regclass(pg_catalog.format('%%I.%%I', $1::text, 'ledger_' || i)) IS NOT NULL,
-       EXISTS (SELECT 1 FROM pg_catalog.pg_inherits h
-               WHERE h.inhrelid = to_regclass(pg_catalog.format('%%I.%%I', $1::text, 'ledger_' || i))
-                 AND h.inhparent = to_regclass(pg_catalog.format('%%I.%%I', $1::text, 'ledger')))
-FROM %[1]s.ring r, generate_series(0, r.nsegs - 1) i ORDER BY i`
-	// %[3]s is the segment's number.
-	sqlCreateSegment = `CREATE TABLE IF NOT EXISTS %[1]s.%[2]s (LIKE %[1]s.ledger INCLUDING DEFAULTS)`
-	sqlAttachSegment = `ALTER TABLE %[1]s.ledger ATTACH PARTITION %[1]s.%[2]s FOR VALUES IN (%[3]s)`
 
 	// Pages (page.go).
 	sqlClaim = `

@@ -60,6 +60,15 @@ a database, each benchmark creates and drops schemas of its own in it.`,
 				return usageErrorf("--rows, --changes and --duration must be positive")
 			}
 			o.URL = g.databaseURL()
+			if o.Rate < 0 {
+				return usageErrorf("--rate must not be negative")
+			}
+			if o.Load < 0 || o.Load > 1 {
+				return usageErrorf("--load is a fraction of the plain write rate, between 0 and 1")
+			}
+			if o.Statements && o.URL != "" {
+				return usageErrorf("--statements loads pg_stat_statements into the throwaway server: leave out --url and DATABASE_URL")
+			}
 			if o.Durable && o.URL != "" {
 				return usageErrorf("--durable starts the throwaway server with fsync on: leave out --url and DATABASE_URL (a server of your own runs with its own settings)")
 			}
@@ -80,6 +89,9 @@ a database, each benchmark creates and drops schemas of its own in it.`,
 		" (a projection of bench_src, a GROUP BY of it into 10,000 groups, or its JOIN with 10,000 customers)")
 	f.BoolVar(&quiet, "quiet", false, "do not print progress on stderr")
 	f.BoolVar(&o.Durable, "durable", false, "run the throwaway server with fsync, synchronous_commit and full_page_writes on")
+	f.Float64Var(&o.Load, "load", 0, "with --side-by-side: pace the writers at this fraction of the plain rate measured first (0.5: half load; 0: flat out)")
+	f.Float64Var(&o.Rate, "rate", 0, "with --side-by-side: pace the writers at this many writes per second in all (overrides --load; for A/B runs)")
+	f.BoolVar(&o.Statements, "statements", false, "load pg_stat_statements into the throwaway server and print what the Trellis phases ran (side-by-side, sustain)")
 	f.BoolVar(&sideBySide, "side-by-side", false, "run plain writes, an empty-trigger floor and Trellis interleaved in one run, and print their ratios")
 	return cmd
 }
