@@ -21,6 +21,13 @@ UPDATE %[1]s.transforms t SET state = 'paused', state_since = clock_timestamp(),
     failure_kind = 'capture', failure_table = $2, failure_error = $3, failure_columns = '{}', failure_at = clock_timestamp()
 FROM %[1]s.transform_sources ts WHERE ts.transform_id = t.id AND ts.source_id = $1 AND t.state <> 'paused'`
 
+	// Every transform that is live or building is rebuilt from its
+	// sources (a ledger segment and the changes it held were lost).
+	sqlRederiveAll = `
+UPDATE %[1]s.transforms SET state = 'backfilling', state_since = clock_timestamp(), build_kind = 'rebuild',
+    build_cursor = NULL, build_started = NULL
+WHERE state IN ('backfilling', 'live')`
+
 	sqlOrphanSources = `
 SELECT s.id, s.schema_name, s.table_name, s.key_columns, s.key_types, s.cap_columns, s.cap_types, s.partitioned
 FROM %[1]s.sources s

@@ -59,7 +59,10 @@ type Worker struct {
 	Metrics *metrics.Instance
 
 	lastMaintain time.Time
-	built        int64 // rows the build page being run wrote (metrics)
+	// repairFailure is the last error repairing the ledger's segments,
+	// logged once ("" when they are whole).
+	repairFailure string
+	built         int64 // rows the build page being run wrote (metrics)
 	// buildStarts are when the builds this worker started began, for the
 	// duration its "build finished" record gives.
 	buildStarts map[int]time.Time
@@ -90,6 +93,55 @@ func (w *Worker) buildFinished(ctx context.Context, id int, target plan.Target) 
 		delete(w.buildStarts, id)
 	}
 	w.Logger.Info("build finished; transform is live", attrs...)
+}
+
+// repairLedger has every ledger segment dropped or detached outside
+// Trellis made a segment again, and the transforms re-derived when one
+// was dropped (the changes it held are gone). Each loss is logged once; a
+// segment that cannot be repaired is logged when its error changes, and
+// the ledger's upkeep waits for it without failing the pass, so the rest
+// of staging goes on. It reports whether every segment is usable.
+func (w *Worker) repairLedger(ctx context.Context) bool {
+	created, attached, err := w.Ledger.RepairSegments(ctx)
+	if len(attached) > 0 {
+		w.Logger.Warn("a ledger segment was detached outside Trellis; it is attached back with its rows", "segment", strings.Join(attached, ","))
+	}
+	if len(created) > 0 {
+		n, rerr := w.rederiveAll(ctx)
+		if rerr != nil && err == nil {
+			err = fmt.Errorf("re-deriving the transforms after recreating %s: %w", strings.Join(created, ", "), rerr)
+		}
+		w.Logger.Error("a ledger segment was missing; it is recreated, and every transform is re-derived from its sources",
+			"segment", strings.Join(created, ","), "transforms", n,
+			"reason", "the segment was dropped outside Trellis, and the changes it held are lost")
+	}
+	if err != nil {
+		if ctx.Err() == nil && err.Error() != w.repairFailure {
+			w.Logger.Error("a ledger segment cannot be repaired; the ledger is not reclaimed until it is", "error", err)
+		}
+		w.repairFailure = err.Error()
+		return false
+	}
+	w.repairFailure = ""
+	return true
+}
+
+// rederiveAll has every transform that is live or building rebuilt from
+// its sources, and reports how many.
+func (w *Worker) rederiveAll(ctx context.Context) (int64, error) {
+	var n int64
+	err := pgx.BeginFunc(ctx, w.Pool, func(tx pgx.Tx) error {
+		if err := locks.DDL(ctx, tx, w.Cat.Schema); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, w.Cat.SQL(sqlRederiveAll))
+		if err != nil {
+			return err
+		}
+		n = tag.RowsAffected()
+		return w.Cat.BumpGen(ctx, tx)
+	})
+	return n, err
 }
 
 // Run works until ctx ends.
@@ -147,7 +199,7 @@ func (w *Worker) Pass(ctx context.Context) (bool, error) {
 	if err := w.removeOrphans(ctx); err != nil {
 		return false, err
 	}
-	if time.Since(w.lastMaintain) >= MaintainEvery {
+	if time.Since(w.lastMaintain) >= MaintainEvery && w.repairLedger(ctx) {
 		if err := w.Ledger.Maintain(ctx); err != nil {
 			return busy, err
 		}
