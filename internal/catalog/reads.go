@@ -105,25 +105,26 @@ func (c *Catalog) CheckReads(ctx context.Context, q Querier, t *Transform) (*Rea
 	}
 	spec := specText{t.Spec}
 	sides := []side{{src: spec.Source, reads: spec.Reads, sure: spec.Source.Needs}}
-	var joinedShape *tableShape
-	if j := spec.Join; j != nil {
-		for _, on := range j.On {
-			sides[0].sure = append(sides[0].sure, on.From)
-		}
+	for _, j := range spec.JoinList() {
 		sides = append(sides, side{src: j.Source, reads: j.Source.Reads, sure: j.Source.Reads})
+	}
+	for _, j := range spec.JoinList() {
+		for _, on := range j.On {
+			sides[j.To].sure = append(sides[j.To].sure, on.From)
+		}
+	}
+	shapes := make([]*tableShape, len(sides))
+	for i, sd := range sides {
 		var err error
-		if joinedShape, err = readShape(ctx, q, j.Source); err != nil {
+		if shapes[i], err = readShape(ctx, q, sd.src); err != nil {
 			return nil, err
 		}
 	}
+	joinedHas := func(col string) bool {
+		return slices.ContainsFunc(shapes[1:], func(sh *tableShape) bool { return sh != nil && sh.has(col) })
+	}
 	for i, sd := range sides {
-		sh := joinedShape
-		if i == 0 {
-			var err error
-			if sh, err = readShape(ctx, q, sd.src); err != nil {
-				return nil, err
-			}
-		}
+		sh := shapes[i]
 		if sh == nil {
 			continue
 		}
@@ -137,7 +138,7 @@ func (c *Catalog) CheckReads(ctx context.Context, q Querier, t *Transform) (*Rea
 			// expression reads with the FROM table's, whichever table they
 			// belong to: a FROM-side read that the joined table has may be
 			// the joined table's, and is not counted as missing.
-			if i == 0 && joinedShape != nil && joinedShape.has(col) && !key && !slices.Contains(sd.sure, col) {
+			if i == 0 && joinedHas(col) && !key && !slices.Contains(sd.sure, col) {
 				continue
 			}
 			// ALTER TRANSFORM ... DROP COLUMN leaves the reads of the
@@ -191,7 +192,7 @@ func (s specText) inFixed(col string) bool {
 	if slices.Contains(s.Source.Needs, col) {
 		return true
 	}
-	if j := s.Join; j != nil {
+	for _, j := range s.JoinList() {
 		if slices.Contains(j.Source.Needs, col) {
 			return true
 		}

@@ -426,9 +426,12 @@ func (w *Worker) reload(ctx context.Context, tx pgx.Tx) error {
 	}
 	w.bySrc = map[int][]*catalog.Transform{}
 	for _, t := range ts {
-		w.bySrc[t.Spec.Source.ID] = append(w.bySrc[t.Spec.Source.ID], t)
-		if j := t.Spec.Join; j != nil && j.Source.ID != t.Spec.Source.ID {
-			w.bySrc[j.Source.ID] = append(w.bySrc[j.Source.ID], t)
+		var ids []int
+		for _, src := range t.Spec.Sources() {
+			if !slices.Contains(ids, src.ID) {
+				ids = append(ids, src.ID)
+				w.bySrc[src.ID] = append(w.bySrc[src.ID], t)
+			}
 		}
 	}
 	w.gen, w.loaded = gen, true

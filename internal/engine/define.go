@@ -127,7 +127,7 @@ func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error 
 		return errs.New(trellistype.CodeValidation,
 			"%s cannot be read by a transform: an aggregate without GROUP BY has one row and no key column; read its sources instead", up.Target)
 	}
-	if j := up.Spec.Join; j != nil && j.Left && pl.Kind() == plan.KindJoin {
+	if pl.Kind() == plan.KindJoin && slices.ContainsFunc(up.Spec.JoinList(), func(j *plan.Join) bool { return j.Left }) {
 		return errs.New(trellistype.CodeValidation,
 			"%s cannot be read by a transform: it is a LEFT JOIN, whose key (%s) is NULL on the joined side for rows without a match",
 			up.Target, strings.Join(keys, ", "))
@@ -136,13 +136,10 @@ func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error 
 		// Only a key that can never be NULL: a NULL group appearing later
 		// would fail the upstream's whole-table rebuilds (a TRUNCATE of
 		// its source), which no key can be blamed for.
-		side := up.Spec.Source
-		if j := up.Spec.Join; j != nil && up.Spec.GroupJoined {
-			if j.Left {
-				return errs.New(trellistype.CodeValidation,
-					"%s cannot be read by a transform: it is a LEFT JOIN grouped by the joined side, whose group is NULL for rows without a match", up.Target)
-			}
-			side = j.Source
+		side := up.Spec.Sources()[up.Spec.GroupPos()]
+		if pl.GroupNullable() {
+			return errs.New(trellistype.CodeValidation,
+				"%s cannot be read by a transform: it is a LEFT JOIN grouped by the joined side, whose group is NULL for rows without a match", up.Target)
 		}
 		for i, g := range up.Spec.GroupBy {
 			m := plainColumn.FindStringSubmatch(g)
@@ -184,9 +181,6 @@ func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error 
 // columns whose old values each side's capture must record. It changes
 // nothing but a chain's upstream key (keyTarget), in tx.
 func (e *Engine) compile(ctx context.Context, tx pgx.Tx, s *grammar.Transform) ([]*side, plan.Spec, [][]string, error) {
-	if len(s.Joins) > 1 {
-		return nil, plan.Spec{}, nil, errs.New(trellistype.CodeValidation, "joins of three or more tables are not supported yet: a transform joins two tables")
-	}
 	if tgt := e.target(s.Target); tgt.Schema == e.Cat.Schema {
 		return nil, plan.Spec{}, nil, errs.New(trellistype.CodeValidation, "a target cannot be created in Trellis's catalog schema %q", e.Cat.Schema)
 	}
@@ -195,13 +189,15 @@ func (e *Engine) compile(ctx context.Context, tx pgx.Tx, s *grammar.Transform) (
 		return nil, plan.Spec{}, nil, err
 	}
 	sides := []*side{from}
-	if len(s.Joins) == 1 {
-		joined, err := e.loadSide(ctx, tx, s.Joins[0].Table)
+	for _, j := range s.Joins {
+		joined, err := e.loadSide(ctx, tx, j.Table)
 		if err != nil {
 			return nil, plan.Spec{}, nil, err
 		}
-		if joined.Alias == from.Alias {
-			return nil, plan.Spec{}, nil, errs.New(trellistype.CodeValidation, "the joined table needs an alias different from %s", from.Alias)
+		for _, sd := range sides {
+			if joined.Alias == sd.Alias {
+				return nil, plan.Spec{}, nil, errs.New(trellistype.CodeValidation, "the joined table needs an alias different from %s", sd.Alias)
+			}
 		}
 		sides = append(sides, joined)
 	}
@@ -262,8 +258,8 @@ func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) 
 			}
 		}
 		spec.Source.ID = from.id
-		if spec.Join != nil {
-			spec.Join.Source.ID = sides[1].id
+		for i, j := range spec.JoinList() {
+			j.Source.ID = sides[i+1].id
 		}
 		pl := &plan.Plan{Target: tgt, Spec: spec}
 		ddl := pl.CreateTarget()
@@ -583,9 +579,9 @@ func (e *Engine) recordTypes(ctx context.Context, tx pgx.Tx, tgt plan.Target, sp
 // specSides loads the tables of a registered definition as define saw
 // them, to tell which table a column reference of an ALTER reads.
 func (e *Engine) specSides(ctx context.Context, tx pgx.Tx, spec plan.Spec) ([]*side, error) {
-	refs := []grammar.TableRef{{Table: grammar.Name{Schema: spec.Source.Schema, Name: spec.Source.Table}, Alias: spec.Source.Alias}}
-	if j := spec.Join; j != nil {
-		refs = append(refs, grammar.TableRef{Table: grammar.Name{Schema: j.Source.Schema, Name: j.Source.Table}, Alias: j.Source.Alias})
+	var refs []grammar.TableRef
+	for _, src := range spec.Sources() {
+		refs = append(refs, grammar.TableRef{Table: grammar.Name{Schema: src.Schema, Name: src.Table}, Alias: src.Alias})
 	}
 	var sides []*side
 	for _, r := range refs {

@@ -789,11 +789,7 @@ func chainDepth(ts []*catalog.Transform) int {
 			return d
 		}
 		d := 1
-		srcs := []plan.Source{t.Spec.Source}
-		if t.Spec.Join != nil {
-			srcs = append(srcs, t.Spec.Join.Source)
-		}
-		for _, s := range srcs {
+		for _, s := range t.Spec.Sources() {
 			if up, ok := byTarget[s.Schema+"."+s.Table]; ok && seen < len(ts) {
 				d = max(d, 1+depth(up, seen+1))
 			}

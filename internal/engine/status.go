@@ -48,22 +48,20 @@ func neededIndexes(spec plan.Spec) []neededIndex {
 		return out
 	}
 	if len(spec.GroupBy) > 0 {
-		groupSide := spec.Source
-		if j := spec.Join; j != nil && spec.GroupJoined {
-			groupSide = j.Source
-		}
+		groupSide := spec.Sources()[spec.GroupPos()]
 		needs = append(needs, neededIndex{alias: alias(groupSide), exprs: spec.GroupBy})
 	}
 	if w := spec.Window; w != nil && len(w.Partition) > 0 {
 		needs = append(needs, neededIndex{alias: alias(spec.Source), exprs: w.Partition})
 	}
-	if j := spec.Join; j != nil {
+	sources := spec.Sources()
+	for _, j := range spec.JoinList() {
 		var from, joined []string
 		for _, on := range j.On {
 			from = append(from, on.From)
 			joined = append(joined, on.Joined)
 		}
-		needs = append(needs, neededIndex{alias: alias(spec.Source), exprs: quoted(from)},
+		needs = append(needs, neededIndex{alias: alias(sources[j.To]), exprs: quoted(from)},
 			neededIndex{alias: alias(j.Source), exprs: quoted(joined)})
 	}
 	for i, g := range gapsOf(spec) {
@@ -79,23 +77,21 @@ func gapsOf(spec plan.Spec) []trellistype.SourceIndexGap {
 	var out []trellistype.SourceIndexGap
 	table := func(s plan.Source) string { return s.Schema + "." + s.Table }
 	if len(spec.GroupBy) > 0 {
-		groupSide := spec.Source
-		if j := spec.Join; j != nil && spec.GroupJoined {
-			groupSide = j.Source // the GROUP BY reads the joined table
-		}
+		groupSide := spec.Sources()[spec.GroupPos()] // the table the GROUP BY reads
 		out = append(out, trellistype.SourceIndexGap{Table: table(groupSide), Columns: exprColumns(spec.GroupBy), Role: trellistype.RoleGroupBy})
 	}
 	if w := spec.Window; w != nil && len(w.Partition) > 0 {
 		out = append(out, trellistype.SourceIndexGap{Table: table(spec.Source), Columns: exprColumns(w.Partition), Role: trellistype.RolePartitionBy})
 	}
-	if j := spec.Join; j != nil {
+	sources := spec.Sources()
+	for _, j := range spec.JoinList() {
 		var from, joined []string
 		for _, on := range j.On {
 			from = append(from, on.From)
 			joined = append(joined, on.Joined)
 		}
 		out = append(out,
-			trellistype.SourceIndexGap{Table: table(spec.Source), Columns: from, Role: trellistype.RoleJoinFrom},
+			trellistype.SourceIndexGap{Table: table(sources[j.To]), Columns: from, Role: trellistype.RoleJoinFrom},
 			trellistype.SourceIndexGap{Table: table(j.Source), Columns: joined, Role: trellistype.RoleJoinJoined})
 	}
 	for i := range out {
@@ -136,8 +132,15 @@ func normalizeExpr(s string) string {
 // IndexGaps returns the indexes a transform needs that its sources lack.
 func (e *Engine) IndexGaps(ctx context.Context, q catalog.Querier, spec plan.Spec) ([]trellistype.SourceIndexGap, error) {
 	var gaps []trellistype.SourceIndexGap
+	seen := map[string]bool{}
 	for _, need := range neededIndexes(spec) {
 		g := need.gap
+		// A table joined to two others on the same columns needs one index.
+		k := g.Table + "\x00" + strings.Join(g.Columns, "\x00")
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
 		schema, name, _ := strings.Cut(g.Table, ".")
 		rows, err := q.Query(ctx, sqlIndexLeads, ident.Qualified(schema, name), len(g.Columns))
 		if err != nil {
@@ -280,10 +283,10 @@ func (e *Engine) PausedUpstream(ctx context.Context, q catalog.Querier, t *catal
 		return nil, err
 	}
 	out := []string{}
-	sides := []plan.Source{t.Spec.Source}
+	sides := t.Spec.Sources()
 	reads := [][]string{t.Spec.Reads}
-	if j := t.Spec.Join; j != nil {
-		sides, reads = append(sides, j.Source), append(reads, j.Source.Reads)
+	for _, j := range t.Spec.JoinList() {
+		reads = append(reads, j.Source.Reads)
 	}
 	for _, up := range all {
 		for i, s := range sides {

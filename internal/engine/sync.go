@@ -92,9 +92,9 @@ func (e *Engine) planSync(ctx context.Context, tx pgx.Tx, items []SyncItem, prun
 	haves := map[string]*have{}
 	var haveOrder []string
 	for _, t := range ts {
-		h := &have{t: t, reads: []string{t.Spec.Source.Schema + "." + t.Spec.Source.Table}}
-		if j := t.Spec.Join; j != nil {
-			h.reads = append(h.reads, j.Source.Schema+"."+j.Source.Table)
+		h := &have{t: t}
+		for _, src := range t.Spec.Sources() {
+			h.reads = append(h.reads, src.Schema+"."+src.Table)
 		}
 		haves[t.Target.String()] = h
 		quoted[t.Target.String()] = t.Target.Quoted()
@@ -371,11 +371,14 @@ func frameDiff(a, b plan.Spec) string {
 	case !sameSource(a.Source, b.Source):
 		return "it reads another FROM table"
 	case (a.Join == nil) != (b.Join == nil),
-		a.Join != nil && (a.Join.Left != b.Join.Left || !sameSource(a.Join.Source, b.Join.Source) || !slices.Equal(a.Join.On, b.Join.On)):
+		a.Join != nil && (a.Join.Left != b.Join.Left || !sameSource(a.Join.Source, b.Join.Source) || !slices.Equal(a.Join.On, b.Join.On)),
+		!slices.EqualFunc(a.Joins, b.Joins, func(x, y plan.Join) bool {
+			return x.Left == y.Left && x.To == y.To && sameSource(x.Source, y.Source) && slices.Equal(x.On, y.On)
+		}):
 		return "its JOIN differs"
 	case a.Where != b.Where:
 		return "its WHERE differs"
-	case !slices.Equal(a.GroupBy, b.GroupBy) || a.GroupJoined != b.GroupJoined:
+	case !slices.Equal(a.GroupBy, b.GroupBy) || a.GroupPos() != b.GroupPos():
 		return "its GROUP BY differs"
 	case !sameKey(a.Key, b.Key):
 		return "its key columns differ"

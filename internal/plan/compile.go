@@ -41,28 +41,32 @@ func Compile(s *grammar.Transform, tables []*Table) (Spec, [][]string, error) {
 	needs := make([][]string, len(tables))
 	need := func(i int, col string) { needs[i] = appendNew(needs[i], col) }
 	var reads []grammar.ColumnRef
-	var joinedReads []string
 	for _, it := range s.Select {
 		reads = append(reads, it.Columns...)
 	}
 	reads = append(reads, s.WhereColumns...)
 	reads = append(reads, s.GroupByColumns...)
 	reads = append(reads, s.HavingColumns...)
+	// tableReads are the columns each table's reads, by position.
+	tableReads := make([][]string, len(tables))
 	for _, r := range reads {
 		i, err := tableOf(r, tables)
 		if err != nil {
 			return spec, nil, err
 		}
-		if i == 0 {
-			spec.Reads = appendNew(spec.Reads, r.Column)
-		} else {
-			joinedReads = appendNew(joinedReads, r.Column)
-		}
+		tableReads[i] = appendNew(tableReads[i], r.Column)
 	}
-	if len(tables) == 2 {
-		j := s.Joins[0]
-		joined := tables[1]
-		spec.Join = &Join{Left: j.Kind == grammar.JoinLeft,
+	spec.Reads = tableReads[0]
+	for idx, j := range s.Joins {
+		pos := idx + 1
+		if pos >= len(tables) {
+			break
+		}
+		if idx > 0 && len(j.Using) > 0 {
+			return spec, nil, errs.New(trellistype.CodeValidation, "JOIN %s USING (...) after the second table is not supported: write JOIN %s ON with the columns qualified", tables[pos].Alias, tables[pos].Alias)
+		}
+		joined := tables[pos]
+		join := Join{Left: j.Kind == grammar.JoinLeft, To: -1,
 			Source: Source{Schema: joined.Schema, Table: joined.Name, Alias: j.Table.Alias, KeyCols: joined.KeyCols, KeyTypes: joined.KeyTypes}}
 		for _, c := range j.On {
 			l, err := tableOf(c.Left, tables)
@@ -73,16 +77,35 @@ func Compile(s *grammar.Transform, tables []*Table) (Spec, [][]string, error) {
 			if err != nil {
 				return spec, nil, err
 			}
-			if l == r {
+			if pos == 1 && l == r {
 				return spec, nil, errs.New(trellistype.CodeValidation, "each ON equality must compare a column of %s with a column of %s", from.Alias, joined.Alias)
 			}
-			fc, jc := c.Left.Column, c.Right.Column
-			if l == 1 {
-				fc, jc = jc, fc
+			fc, jc, other := c.Left.Column, c.Right.Column, l
+			if l == pos {
+				fc, jc, other = jc, fc, r
+			} else if r != pos {
+				other = -1
 			}
-			spec.Join.On = append(spec.Join.On, JoinOn{From: fc, Joined: jc})
-			need(0, fc)
-			need(1, jc)
+			if other < 0 || other >= pos {
+				return spec, nil, errs.New(trellistype.CodeValidation, "each ON equality of JOIN %s must compare a column of %s with a column of a table before it: move other conditions to WHERE", joined.Alias, joined.Alias)
+			}
+			if join.To >= 0 && join.To != other {
+				return spec, nil, errs.New(trellistype.CodeValidation,
+					"the ON clause of JOIN %s compares it with two tables (%s and %s): each joined table's ON must compare it with one earlier table; move the other equality to WHERE",
+					joined.Alias, tables[join.To].Alias, tables[other].Alias)
+			}
+			join.To = other
+			join.On = append(join.On, JoinOn{From: fc, Joined: jc})
+			need(other, fc)
+			need(pos, jc)
+			tableReads[other] = appendNew(tableReads[other], fc)
+			tableReads[pos] = appendNew(tableReads[pos], jc)
+		}
+		join.Source.Reads = tableReads[pos]
+		if pos == 1 {
+			spec.Join = &join
+		} else {
+			spec.Joins = append(spec.Joins, join)
 		}
 	}
 	spec.Global = len(s.GroupBy) == 0 && s.Aggregated()
@@ -96,7 +119,7 @@ func Compile(s *grammar.Transform, tables []*Table) (Spec, [][]string, error) {
 		err = compileWindow(&spec, s, tables, need)
 	case len(s.GroupBy) > 0:
 		err = compileGrouped(&spec, s, tables, need)
-	case len(tables) == 2:
+	case len(tables) >= 2:
 		err = compileJoin(&spec, s, tables)
 	default:
 		err = compileProjection(&spec, s, tables)
@@ -105,13 +128,10 @@ func Compile(s *grammar.Transform, tables []*Table) (Spec, [][]string, error) {
 		return spec, nil, err
 	}
 	spec.Source.Needs = needs[0]
-	if spec.Join != nil {
-		spec.Join.Source.Needs = needs[1]
-		for _, on := range spec.Join.On {
-			joinedReads = appendNew(joinedReads, on.Joined)
-			spec.Reads = appendNew(spec.Reads, on.From)
-		}
-		spec.Join.Source.Reads = joinedReads
+	spec.Reads = tableReads[0]
+	for i, j := range spec.JoinList() {
+		j.Source.Needs = needs[i+1]
+		j.Source.Reads = tableReads[i+1]
 	}
 	if err := recordColumnReads(&spec, s, tables); err != nil {
 		return spec, nil, err
@@ -142,6 +162,9 @@ func compileGrouped(spec *Spec, s *grammar.Transform, tables []*Table, need func
 		return errs.New(trellistype.CodeValidation, "GROUP BY needs at least one column")
 	}
 	spec.GroupJoined = groupSide == 1
+	if groupSide >= 2 {
+		spec.GroupTable = groupSide
+	}
 	for _, g := range s.GroupBy {
 		idx := slices.IndexFunc(items, func(it grammar.SelectItem) bool { return it.Expr == g })
 		if idx < 0 {
@@ -337,11 +360,11 @@ func recordColumnReads(spec *Spec, s *grammar.Transform, tables []*Table) error 
 		if idx < 0 {
 			continue
 		}
-		from, joined, err := ColumnReads(s.Select[idx].Columns, tables)
+		by, err := readsAt(s.Select[idx].Columns, tables)
 		if err != nil {
 			return err
 		}
-		spec.Columns[i].Reads, spec.Columns[i].JoinedReads = from, joined
+		spec.Columns[i].Reads, spec.Columns[i].JoinedReads, spec.Columns[i].MoreReads = by[0], at(by, 1), more(by)
 	}
 	base := append(append(append([]grammar.ColumnRef(nil), s.WhereColumns...), s.GroupByColumns...), s.HavingColumns...)
 	for _, k := range spec.Key {
@@ -349,58 +372,90 @@ func recordColumnReads(spec *Spec, s *grammar.Transform, tables []*Table) error 
 			base = append(base, s.Select[idx].Columns...)
 		}
 	}
-	from, joined, err := ColumnReads(base, tables)
+	by, err := readsAt(base, tables)
 	if err != nil {
 		return err
 	}
 	for _, k := range spec.Source.KeyCols {
-		from = appendNew(from, k)
+		by[0] = appendNew(by[0], k)
 	}
-	if spec.Join != nil {
-		for _, on := range spec.Join.On {
-			from = appendNew(from, on.From)
-			joined = appendNew(joined, on.Joined)
+	for i, j := range spec.JoinList() {
+		for _, on := range j.On {
+			by[j.To] = appendNew(by[j.To], on.From)
+			by[i+1] = appendNew(by[i+1], on.Joined)
 		}
-		for _, k := range spec.Join.Source.KeyCols {
-			joined = appendNew(joined, k)
-		}
-		spec.Join.BaseReads = joined
 	}
-	spec.BaseReads = from
+	for i, j := range spec.JoinList() {
+		for _, k := range j.Source.KeyCols {
+			by[i+1] = appendNew(by[i+1], k)
+		}
+		j.BaseReads = by[i+1]
+	}
+	spec.BaseReads = by[0]
 	spec.PerColumnReads = true
 	return nil
 }
 
 // ColumnReads splits column references into the FROM table's columns and
-// the joined table's.
+// the joined tables' (the second table's and later ones').
 func ColumnReads(refs []grammar.ColumnRef, tables []*Table) (from, joined []string, err error) {
+	by, err := readsAt(refs, tables)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, cols := range by[1:] {
+		for _, c := range cols {
+			joined = appendNew(joined, c)
+		}
+	}
+	return by[0], joined, nil
+}
+
+// readsAt splits column references by the position of their table.
+func readsAt(refs []grammar.ColumnRef, tables []*Table) ([][]string, error) {
+	by := make([][]string, len(tables))
 	for _, r := range refs {
 		i, err := tableOf(r, tables)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		if i == 0 {
-			from = appendNew(from, r.Column)
-		} else {
-			joined = appendNew(joined, r.Column)
-		}
+		by[i] = appendNew(by[i], r.Column)
 	}
-	return from, joined, nil
+	return by, nil
+}
+
+// at is by[i], or nil past its end.
+func at(by [][]string, i int) []string {
+	if i < len(by) {
+		return by[i]
+	}
+	return nil
+}
+
+// more are the reads of the third and later tables (Column.MoreReads),
+// nil for fewer tables.
+func more(by [][]string) [][]string {
+	if len(by) <= 2 {
+		return nil
+	}
+	return by[2:]
 }
 
 // AddColumn returns the spec with a column added by ALTER TRANSFORM: its
 // reads assigned to the tables they name, and the definition's Reads
 // widened.
 func AddColumn(spec Spec, item grammar.SelectItem, tables []*Table) (Spec, error) {
-	from, joined, err := ColumnReads(item.Columns, tables)
+	by, err := readsAt(item.Columns, tables)
 	if err != nil {
 		return spec, err
 	}
-	spec.Columns = append(slices.Clone(spec.Columns), Column{Name: item.Name, Expr: item.Expr, Reads: from, JoinedReads: joined})
+	from, joined := by[0], at(by, 1)
+	spec.Columns = append(slices.Clone(spec.Columns), Column{Name: item.Name, Expr: item.Expr, Reads: from, JoinedReads: joined, MoreReads: more(by)})
 	if spec.Join != nil {
 		j := *spec.Join
 		spec.Join = &j
 	}
+	spec.Joins = slices.Clone(spec.Joins)
 	if spec.PerColumnReads {
 		spec.SetReads()
 		return spec, nil
@@ -426,6 +481,7 @@ func DropColumn(spec Spec, name string) Spec {
 		j := *spec.Join
 		spec.Join = &j
 	}
+	spec.Joins = slices.Clone(spec.Joins)
 	spec.SetReads()
 	return spec
 }

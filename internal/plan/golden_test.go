@@ -39,6 +39,10 @@ func table(schema, name, alias string, key []string, cols ...string) *Table {
 var (
 	orders    = []string{"id bigint", "customer_id bigint", "price numeric", "tax numeric", "status text", "region text", "placed_at timestamptz"}
 	customers = []string{"id bigint", "name text", "tier integer"}
+	cust3     = []string{"id bigint", "name text", "region_id integer"}
+	regions   = []string{"id integer", "name text"}
+	items     = []string{"order_id bigint", "line integer", "product_id bigint", "qty integer"}
+	products  = []string{"id bigint", "title text", "price numeric"}
 )
 
 // goldenCase is a statement over catalog facts; the types are those
@@ -184,6 +188,32 @@ var goldenCases = []goldenCase{
 			"ALTER TRANSFORM order_lines ADD COLUMN o.price + o.tax AS total",
 			"ALTER TRANSFORM order_lines DROP COLUMN customer"},
 	},
+	{
+		name: "join3_star",
+		stmt: "TRANSFORM placed FROM orders o JOIN customers c ON c.id = o.customer_id LEFT JOIN regions r ON r.name = o.region SELECT o.id, c.name AS customer, r.id AS region_id, o.price",
+		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...),
+			table("public", "customers", "c", []string{"id"}, customers...),
+			table("public", "regions", "r", []string{"id"}, regions...)},
+		types: map[string]string{"id": "bigint", "c_id": "bigint", "region_id": "integer", "customer": "text", "price": "numeric", "title": "text"},
+		alter: []string{"ALTER TRANSFORM placed ADD COLUMN r.name AS title"},
+	},
+	{
+		name: "join3_chain_grouped",
+		stmt: "TRANSFORM sold FROM order_items i JOIN orders o ON o.id = i.order_id LEFT JOIN products p ON p.id = i.product_id JOIN customers c ON c.id = o.customer_id SELECT p.title, sum(i.qty * p.price) AS revenue, count(*) AS n GROUP BY p.title",
+		tables: []*Table{table("public", "order_items", "i", []string{"order_id", "line"}, items...),
+			table("public", "orders", "o", []string{"id"}, orders...),
+			table("public", "products", "p", []string{"id"}, products...),
+			table("public", "customers", "c", []string{"id"}, customers...)},
+		types: map[string]string{"title": "text", "revenue": "numeric", "n": "bigint"},
+	},
+	{
+		name: "join3_comma_grouped_by_middle",
+		stmt: "TRANSFORM by_region FROM orders o, customers c, regions r SELECT r.name AS region, sum(o.price) AS revenue WHERE c.id = o.customer_id AND r.id = c.region_id AND o.status = 'paid' GROUP BY r.name",
+		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...),
+			table("public", "customers", "c", []string{"id"}, cust3...),
+			table("public", "regions", "r", []string{"id"}, regions...)},
+		types: map[string]string{"region": "text", "revenue": "numeric"},
+	},
 }
 
 // render compiles a case and prints the spec and every statement its plan
@@ -219,8 +249,8 @@ func render(t *testing.T, c goldenCase) string {
 		}
 	}
 	spec.Source.ID = 1
-	if spec.Join != nil {
-		spec.Join.Source.ID = 2
+	for i, j := range spec.JoinList() {
+		j.Source.ID = 2 + i
 	}
 	pl := &Plan{Target: Target{Schema: "public", Name: tr.Target.Name}, Spec: spec}
 	if tr.Target.Schema != "" {
@@ -278,9 +308,15 @@ func render(t *testing.T, c goldenCase) string {
 			section("RecomputeGroups with NULLs", pl.RecomputeGroups(true)...)
 		}
 		section("EvalKeys", pl.EvalKeys(false, true))
-		section("AffectedQueries from", pl.AffectedQueries(changes(c.tables[0], spec.Source), true, false, 64)...)
-		if spec.Join != nil {
-			section("AffectedQueries joined", pl.AffectedQueries(changes(c.tables[1], spec.Join.Source), false, true, 64)...)
+		if pl.Multi() {
+			for pos, src := range spec.Sources() {
+				section(fmt.Sprintf("AffectedAt %d (%s)", pos, src.Alias), pl.AffectedAt(changes(c.tables[pos], src), pos, 64))
+			}
+		} else {
+			section("AffectedQueries from", pl.AffectedQueries(changes(c.tables[0], spec.Source), true, false, 64)...)
+			if spec.Join != nil {
+				section("AffectedQueries joined", pl.AffectedQueries(changes(c.tables[1], spec.Join.Source), false, true, 64)...)
+			}
 		}
 	}
 	names, types := pl.CheckUnit()
@@ -335,6 +371,7 @@ func TestCompileRefuses(t *testing.T) {
 	t.Parallel()
 	o := table("public", "orders", "o", []string{"id"}, orders...)
 	c := table("public", "customers", "c", []string{"id"}, customers...)
+	r := table("public", "regions", "r", []string{"id"}, regions...)
 	cases := []struct {
 		stmt   string
 		tables []*Table
@@ -358,6 +395,14 @@ func TestCompileRefuses(t *testing.T) {
 		{"TRANSFORM t FROM orders o SELECT region, sum(price) OVER (PARTITION BY region ORDER BY price ROWS 2 PRECEDING) AS r", []*Table{o}, "add the key as a tie-breaker"},
 		{"TRANSFORM t FROM orders o SELECT region, array_agg(price) OVER (PARTITION BY region) AS r", []*Table{o}, "add the key as a tie-breaker"},
 		{"TRANSFORM t FROM orders o SELECT region, price AS id, rank() OVER (PARTITION BY region ORDER BY price) AS r", []*Table{o}, "column id is taken"},
+		{"TRANSFORM t FROM orders o JOIN customers c ON c.id = o.customer_id JOIN regions r ON r.id = c.tier AND r.name = o.region SELECT o.price", []*Table{o, c, r},
+			"the ON clause of JOIN r compares it with two tables (c and o)"},
+		{"TRANSFORM t FROM orders o JOIN customers c ON c.id = o.customer_id JOIN regions r ON c.tier = o.id SELECT o.price", []*Table{o, c, r},
+			"each ON equality of JOIN r must compare a column of r with a column of a table before it"},
+		{"TRANSFORM t FROM orders o JOIN customers c USING (id) JOIN regions r USING (id) SELECT o.price", []*Table{o, c, r}, "USING (...) after the second table is not supported"},
+		{"TRANSFORM t FROM orders o, customers c, regions r SELECT o.price WHERE c.id = o.customer_id AND r.id > c.tier", []*Table{o, c, r}, "FROM ..., r needs an equality"},
+		{"TRANSFORM t FROM orders o JOIN customers c ON c.id = o.customer_id JOIN regions r ON r.id = c.tier SELECT o.region, r.name, count(*) AS n GROUP BY o.region, r.name", []*Table{o, c, r},
+			"must all read columns of one of its tables"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.stmt, func(t *testing.T) {

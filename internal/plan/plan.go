@@ -17,6 +17,9 @@ type Spec struct {
 	Source Source `json:"source"`
 	// Join is the joined table of a JOIN transform.
 	Join *Join `json:"join,omitempty"`
+	// Joins are the tables joined after Join, in order (a join of three or
+	// more tables); each one's ON compares it with one earlier table (To).
+	Joins []Join `json:"joins,omitempty"`
 	// Key are the target's key columns of a GROUP BY or JOIN transform (a
 	// projection's key is its source's key).
 	Key     []Column `json:"key,omitempty"`
@@ -24,8 +27,11 @@ type Spec struct {
 	// GroupBy are the GROUP BY expressions, in the order of Key.
 	GroupBy []string `json:"group_by,omitempty"`
 	// GroupJoined says the GROUP BY expressions read the joined table.
-	GroupJoined bool   `json:"group_joined,omitempty"`
-	Where       string `json:"where,omitempty"`
+	GroupJoined bool `json:"group_joined,omitempty"`
+	// GroupTable is the position of the table the GROUP BY expressions
+	// read when it is a third or later one (Joins[GroupTable-2]).
+	GroupTable int    `json:"group_table,omitempty"`
+	Where      string `json:"where,omitempty"`
 	// Having is the HAVING condition of an aggregate: a group it rejects
 	// has no row.
 	Having string `json:"having,omitempty"`
@@ -99,18 +105,60 @@ func (s *Spec) SetReads() {
 	if s.Join != nil {
 		s.Join.Source.Reads = union(s.Join.BaseReads, func(c Column) []string { return c.JoinedReads })
 	}
+	for i := range s.Joins {
+		s.Joins[i].Source.Reads = union(s.Joins[i].BaseReads, func(c Column) []string {
+			if i < len(c.MoreReads) {
+				return c.MoreReads[i]
+			}
+			return nil
+		})
+	}
 }
 
 // Tables are the qualified names ("schema.table") of every table the
-// definition reads: the FROM table, then the joined one.
+// definition reads: the FROM table, then the joined ones, each once.
 func (s *Spec) Tables() []string {
-	out := []string{s.Source.Schema + "." + s.Source.Table}
-	if j := s.Join; j != nil {
-		if n := j.Source.Schema + "." + j.Source.Table; n != out[0] {
+	var out []string
+	for _, src := range s.Sources() {
+		if n := src.Schema + "." + src.Table; !slices.Contains(out, n) {
 			out = append(out, n)
 		}
 	}
 	return out
+}
+
+// JoinList is every joined table in order: Join, then Joins. Position i
+// of a definition's tables (0 the FROM table) is JoinList()[i-1].
+func (s *Spec) JoinList() []*Join {
+	if s.Join == nil {
+		return nil
+	}
+	out := []*Join{s.Join}
+	for i := range s.Joins {
+		out = append(out, &s.Joins[i])
+	}
+	return out
+}
+
+// Sources are the definition's tables by position: the FROM table, then
+// each joined one (a table joined twice is listed twice).
+func (s *Spec) Sources() []Source {
+	out := []Source{s.Source}
+	for _, j := range s.JoinList() {
+		out = append(out, j.Source)
+	}
+	return out
+}
+
+// GroupPos is the position of the table the GROUP BY expressions read.
+func (s *Spec) GroupPos() int {
+	switch {
+	case s.GroupTable > 0:
+		return s.GroupTable
+	case s.GroupJoined:
+		return 1
+	}
+	return 0
 }
 
 // Source is the table a projection reads.
@@ -134,13 +182,17 @@ type Join struct {
 	Left   bool     `json:"left,omitempty"`
 	Source Source   `json:"source"`
 	On     []JoinOn `json:"on"`
+	// To is the position of the earlier table whose columns the ON
+	// clause's From side names (0, the FROM table, for the first join).
+	To int `json:"to,omitempty"`
 	// BaseReads are the joined table's columns read outside the non-key
 	// columns (see Spec.BaseReads).
 	BaseReads []string `json:"base_reads,omitempty"`
 }
 
-// JoinOn is one equality of the ON clause: a column of the FROM side and a
-// column of the joined side.
+// JoinOn is one equality of the ON clause: a column of the earlier table
+// (the FROM table for the first join, see Join.To) and a column of the
+// joined one.
 type JoinOn struct {
 	From   string `json:"from"`
 	Joined string `json:"joined"`
@@ -158,6 +210,8 @@ type Column struct {
 	// expression reads.
 	Reads       []string `json:"reads,omitempty"`
 	JoinedReads []string `json:"joined_reads,omitempty"`
+	// MoreReads are the columns of each of Spec.Joins the expression reads.
+	MoreReads [][]string `json:"more_reads,omitempty"`
 }
 
 // Target is a qualified target table.

@@ -40,6 +40,9 @@ func Resolve(s *grammar.Transform, tables []*Table) (*grammar.Transform, error) 
 	}
 	r.Joins = slices.Clone(s.Joins)
 	for i, j := range r.Joins {
+		if i > 0 && len(j.Using) > 0 {
+			return nil, errs.New(trellistype.CodeValidation, "JOIN %s USING (...) after the second table is not supported: write JOIN %s ON with the columns qualified", j.Table.Table.Name, j.Table.Table.Name)
+		}
 		for _, c := range j.Using {
 			for _, t := range []*Table{tables[0], tables[min(i+1, len(tables)-1)]} {
 				if _, ok := t.Columns[c]; !ok {
@@ -48,25 +51,57 @@ func Resolve(s *grammar.Transform, tables []*Table) (*grammar.Transform, error) 
 			}
 		}
 	}
+	// A comma-joined table takes as its ON the WHERE equalities between
+	// it and one earlier table (the first it has one with); the rest of
+	// WHERE stays.
+	taken := map[int]bool{}
+	comma := false
 	for i, j := range r.Joins {
-		if !j.Comma || i+1 >= len(tables) {
+		pos := i + 1
+		if !j.Comma || pos >= len(tables) {
 			continue
 		}
-		var rest []string
-		for _, c := range s.WhereConjuncts {
-			if eq := c.Equality; eq != nil {
-				l, lerr := tableOf(eq.Left, tables)
-				rt, rerr := tableOf(eq.Right, tables)
-				if lerr == nil && rerr == nil && ((l == 0 && rt == i+1) || (l == i+1 && rt == 0)) {
-					r.Joins[i].On = append(r.Joins[i].On, *eq)
-					continue
-				}
+		comma = true
+		other := -1
+		for ci, c := range s.WhereConjuncts {
+			eq := c.Equality
+			if eq == nil || taken[ci] {
+				continue
 			}
-			rest = append(rest, "("+c.SQL+")")
+			l, lerr := tableOf(eq.Left, tables)
+			rt, rerr := tableOf(eq.Right, tables)
+			if lerr != nil || rerr != nil {
+				continue
+			}
+			q := -1
+			switch {
+			case l == pos && rt < pos:
+				q = rt
+			case rt == pos && l < pos:
+				q = l
+			}
+			if q < 0 || (other >= 0 && q != other) {
+				continue
+			}
+			other = q
+			r.Joins[i].On = append(r.Joins[i].On, *eq)
+			taken[ci] = true
 		}
 		if len(r.Joins[i].On) == 0 {
-			return nil, errs.New(trellistype.CodeValidation, "FROM %s, %s needs an equality of a column of %s and a column of %s in WHERE (a cross join is not supported)",
-				tables[0].Alias, tables[i+1].Alias, tables[0].Alias, tables[i+1].Alias)
+			if pos == 1 {
+				return nil, errs.New(trellistype.CodeValidation, "FROM %s, %s needs an equality of a column of %s and a column of %s in WHERE (a cross join is not supported)",
+					tables[0].Alias, tables[1].Alias, tables[0].Alias, tables[1].Alias)
+			}
+			return nil, errs.New(trellistype.CodeValidation, "FROM ..., %s needs an equality of a column of %s and a column of a table before it in WHERE (a cross join is not supported)",
+				tables[pos].Alias, tables[pos].Alias)
+		}
+	}
+	if comma {
+		var rest []string
+		for ci, c := range s.WhereConjuncts {
+			if !taken[ci] {
+				rest = append(rest, "("+c.SQL+")")
+			}
 		}
 		r.Where = strings.Join(rest, " AND ")
 	}

@@ -59,6 +59,13 @@ func (p *Plan) fromClause() string {
 		ja := aliasOf(j.Source)
 		f += p.joinWord() + ident.Qualified(j.Source.Schema, j.Source.Table) + " AS " + ident.Quote(ja) + " ON " + p.onClause(p.alias(), ja)
 	}
+	for _, j := range p.Spec.Joins {
+		word := " JOIN "
+		if j.Left {
+			word = " LEFT JOIN "
+		}
+		f += word + ident.Qualified(j.Source.Schema, j.Source.Table) + " AS " + ident.Quote(aliasOf(j.Source)) + " ON " + p.joinOn(j)
+	}
 	return f
 }
 

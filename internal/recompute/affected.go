@@ -20,6 +20,9 @@ import (
 func Affected(ctx context.Context, q catalog.Querier, t *catalog.Transform, pl *plan.Plan, src int,
 	source func(id int) (*catalog.Source, error), changes []ledger.Change, part string, add func(key []*string, bucket int)) error {
 	spec := t.Spec
+	if pl.Multi() {
+		return affectedMulti(ctx, q, t, pl, src, source, changes, part, add)
+	}
 	fromSide := spec.Source.ID == src
 	joinedSide := spec.Join != nil && spec.Join.Source.ID == src
 	kind := pl.Kind()
@@ -44,7 +47,45 @@ func Affected(ctx context.Context, q catalog.Querier, t *catalog.Transform, pl *
 	}
 	ch := plan.Changes{Source: side, CapCols: s.CapCols, CapTypes: s.CapTypes, Part: part}
 	args := ch.Args(len(changes), func(i int) ([]string, []*string) { return changes[i].Key, changes[i].Vals })
-	for _, query := range pl.AffectedQueries(ch, fromSide, joinedSide, ledger.Buckets) {
+	return runAffected(ctx, q, t, s, pl.AffectedQueries(ch, fromSide, joinedSide, ledger.Buckets), args, add)
+}
+
+// affectedMulti is Affected for a join of three or more tables: the
+// queries of every position src holds (a table joined twice has two).
+func affectedMulti(ctx context.Context, q catalog.Querier, t *catalog.Transform, pl *plan.Plan, src int,
+	source func(id int) (*catalog.Source, error), changes []ledger.Change, part string, add func(key []*string, bucket int)) error {
+	var s *catalog.Source
+	for pos, side := range t.Spec.Sources() {
+		if side.ID != src {
+			continue
+		}
+		if pos == 0 && pl.Kind() == plan.KindJoin {
+			for _, c := range changes {
+				add(Ptrs(c.Key), c.Bucket)
+			}
+			continue
+		}
+		if s == nil {
+			var err error
+			if s, err = source(src); err != nil {
+				return err
+			}
+			if s == nil {
+				return fmt.Errorf("source %d of %s is not in the catalog", src, t.Target)
+			}
+		}
+		ch := plan.Changes{Source: side, CapCols: s.CapCols, CapTypes: s.CapTypes, Part: part}
+		args := ch.Args(len(changes), func(i int) ([]string, []*string) { return changes[i].Key, changes[i].Vals })
+		if err := runAffected(ctx, q, t, s, []string{pl.AffectedAt(ch, pos, ledger.Buckets)}, args, add); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runAffected runs affected-keys queries and hands their keys to add.
+func runAffected(ctx context.Context, q catalog.Querier, t *catalog.Transform, s *catalog.Source, queries []string, args []any, add func(key []*string, bucket int)) error {
+	for _, query := range queries {
 		rows, err := q.Query(ctx, query, args...)
 		if err != nil {
 			return fmt.Errorf("finding what changes of %s touch in %s: %w", s.Name(), t.Target, err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -475,9 +476,11 @@ func (c *check) inFlight(ctx context.Context, tx pgx.Tx, t *catalog.Transform, p
 		return nil, false, err
 	}
 	spec := t.Spec
-	ids := []int{spec.Source.ID}
-	if spec.Join != nil {
-		ids = append(ids, spec.Join.Source.ID)
+	var ids []int
+	for _, src := range spec.Sources() {
+		if !slices.Contains(ids, src.ID) {
+			ids = append(ids, src.ID)
+		}
 	}
 	changes, err := c.r.Ledger.InFlight(ctx, tx, ids, frontier)
 	if err != nil {
@@ -594,11 +597,7 @@ func (c *check) dependencies(ctx context.Context, t *catalog.Transform) ([]int, 
 	var visit func(u *catalog.Transform, d int)
 	visit = func(u *catalog.Transform, d int) {
 		depth = max(depth, d)
-		sides := []plan.Source{u.Spec.Source}
-		if u.Spec.Join != nil {
-			sides = append(sides, u.Spec.Join.Source)
-		}
-		for _, s := range sides {
+		for _, s := range u.Spec.Sources() {
 			if !seen[s.ID] {
 				seen[s.ID] = true
 				ids = append(ids, s.ID)
@@ -624,10 +623,7 @@ func (c *check) finish(ctx context.Context, t *catalog.Transform) (*trellistype.
 	if count > 0 && oldest != nil {
 		rep.HeldKeys = &trellistype.HeldKeys{Count: count, OldestPoisonedAt: *oldest}
 	}
-	names := []string{t.Spec.Source.Schema + "." + t.Spec.Source.Table}
-	if j := t.Spec.Join; j != nil {
-		names = append(names, j.Source.Schema+"."+j.Source.Table)
-	}
+	names := t.Spec.Tables()
 	var err error
 	if rep.DrainFailures, err = c.r.Ledger.Failing(ctx, c.r.Pool, names, 0); err != nil {
 		return nil, err

@@ -1,0 +1,157 @@
+package plan
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/trellis-pg/trellis/internal/ident"
+)
+
+// A join of three or more tables (decision 0026) is a tree: each joined
+// table's ON compares it with one earlier table (Join.To). Its affected
+// keys are found along the tree's paths: from the changed table's rows
+// (old and current images) to the table whose values make the target's
+// unit (the FROM table's key for a join, the grouped table for an
+// aggregate), through the tables between them as they are now.
+
+// Positions counts the definition's tables.
+func (p *Plan) Positions() int { return 1 + len(p.Spec.JoinList()) }
+
+// Multi reports whether the definition joins three or more tables.
+func (p *Plan) Multi() bool { return len(p.Spec.Joins) > 0 }
+
+// sourceAt is the table at a position (0 the FROM table).
+func (p *Plan) sourceAt(pos int) Source {
+	if pos == 0 {
+		return p.Spec.Source
+	}
+	return p.Spec.JoinList()[pos-1].Source
+}
+
+// parentOf is the earlier table a joined table's ON names.
+func (p *Plan) parentOf(pos int) int { return p.Spec.JoinList()[pos-1].To }
+
+func (p *Plan) tableAs(pos int) string {
+	s := p.sourceAt(pos)
+	return ident.Qualified(s.Schema, s.Table) + " AS " + ident.Quote(aliasOf(s))
+}
+
+// joinOn renders a join's ON clause between its earlier table and itself.
+func (p *Plan) joinOn(j Join) string {
+	from, joined := aliasOf(p.sourceAt(j.To)), aliasOf(j.Source)
+	var parts []string
+	for _, c := range j.On {
+		parts = append(parts, ident.Quote(from)+"."+ident.Quote(c.From)+" = "+ident.Quote(joined)+"."+ident.Quote(c.Joined))
+	}
+	return strings.Join(parts, " AND ")
+}
+
+// nullable reports whether a table's row can be missing from a result row
+// (NULL-extended): it, or a table on its way to the FROM table, is joined
+// with LEFT JOIN.
+func (p *Plan) nullable(pos int) bool {
+	for pos > 0 {
+		if p.Spec.JoinList()[pos-1].Left {
+			return true
+		}
+		pos = p.parentOf(pos)
+	}
+	return false
+}
+
+// GroupNullable reports whether an aggregate over a join groups by a
+// table whose row can be missing (LEFT JOIN), so its group can be NULL.
+func (p *Plan) GroupNullable() bool {
+	return len(p.Spec.GroupBy) > 0 && p.Spec.Join != nil && p.nullable(p.Spec.GroupPos())
+}
+
+// treePath is the positions from a to b along the join tree, both included.
+func (p *Plan) treePath(a, b int) []int {
+	up := func(x int) []int {
+		out := []int{x}
+		for x > 0 {
+			x = p.parentOf(x)
+			out = append(out, x)
+		}
+		return out
+	}
+	ua, ub := up(a), up(b)
+	// The lowest common ancestor is the first of a's ancestors that is
+	// also one of b's.
+	ia := slices.IndexFunc(ua, func(x int) bool { return slices.Contains(ub, x) })
+	ib := slices.Index(ub, ua[ia])
+	out := slices.Clone(ua[:ia+1])
+	for i := ib - 1; i >= 0; i-- {
+		out = append(out, ub[i])
+	}
+	return out
+}
+
+// edgeOn is the ON clause of the tree edge between two adjacent positions.
+func (p *Plan) edgeOn(x, y int) string {
+	child := max(x, y)
+	return p.joinOn(*p.Spec.JoinList()[child-1])
+}
+
+// images is a derived table, named as the table at pos, of the changed
+// rows' captured columns: their old values and their current rows (as
+// c.Part asks).
+func (p *Plan) images(c Changes, pos int) string {
+	a := aliasOf(p.sourceAt(pos))
+	var old, cur []string
+	for i, col := range c.CapCols {
+		old = append(old, fmt.Sprintf("v%d::%s AS %s", i+1, c.CapTypes[i], ident.Quote(col)))
+		cur = append(cur, ident.Quote(a)+"."+ident.Quote(col))
+	}
+	if len(old) == 0 {
+		old, cur = []string{"NULL AS trellis_none"}, []string{"NULL"}
+	}
+	parts := c.pick("SELECT "+strings.Join(old, ", ")+" FROM chg WHERE hv",
+		"SELECT "+strings.Join(cur, ", ")+" FROM "+p.tableAs(pos)+" WHERE "+c.current(a))
+	return "(" + strings.Join(parts, " UNION ") + ") AS " + ident.Quote(a)
+}
+
+// unitAt is the position whose values make the target's unit, and their
+// expressions: a join's FROM key, an aggregate's GROUP BY.
+func (p *Plan) unitAt() (int, []string) {
+	if p.Kind() == KindJoin {
+		return 0, p.srcKey()
+	}
+	return p.Spec.GroupPos(), p.Spec.GroupBy
+}
+
+// AffectedAt finds the target's units (a join's FROM keys, an aggregate's
+// groups) that a change of the table at position pos touches, for a join
+// of three or more tables: the units of the result rows that hold a
+// changed row in its old or current image, found along the join tree from
+// the images to the unit's table; and, when the grouped table can be
+// NULL-extended, the NULL-extended group (a match appearing or leaving
+// anywhere moves rows in or out of it). Returns the units as text and
+// their bucket, or "" when the changed keys are the units themselves (a
+// join's FROM table).
+func (p *Plan) AffectedAt(c Changes, pos, buckets int) string {
+	if p.Spec.Global {
+		return p.AffectedGroups(c, false, buckets)
+	}
+	at, exprs := p.unitAt()
+	if pos == at && p.Kind() == KindJoin {
+		return ""
+	}
+	path := p.treePath(pos, at)
+	var b strings.Builder
+	fmt.Fprintf(&b, "SELECT %s FROM %s", strings.Join(exprs, ", "), p.images(c, pos))
+	for i := 1; i < len(path); i++ {
+		fmt.Fprintf(&b, " JOIN %s ON %s", p.tableAs(path[i]), p.edgeOn(path[i-1], path[i]))
+	}
+	parts := []string{b.String()}
+	if p.Kind() == KindAggregate && p.nullable(at) && c.Part != "old" {
+		parts = append(parts, fmt.Sprintf("SELECT %s FROM (SELECT) AS trellis_one LEFT JOIN %s ON false WHERE EXISTS (SELECT FROM chg)",
+			strings.Join(exprs, ", "), p.tableAs(at)))
+	}
+	cols := make([]string, len(exprs))
+	for i := range cols {
+		cols[i] = fmt.Sprintf("g%d", i+1)
+	}
+	return fmt.Sprintf("WITH %s SELECT DISTINCT %s FROM (%s) AS grp(%s)", c.cte(), textWithBucket(cols, buckets), strings.Join(parts, " UNION "), strings.Join(cols, ", "))
+}
