@@ -21,7 +21,7 @@ func Parse(text string) (Statement, error) {
 	if e != nil {
 		return nil, e
 	}
-	p := &stmtParser{source: src}
+	p := &stmtParser{source: src, counting: true}
 	st, e := p.statement()
 	if e != nil {
 		return nil, e
@@ -51,6 +51,16 @@ func KindOf(s Statement) string {
 type stmtParser struct {
 	*source
 	pos int
+	// parent is the statement this one is a derived table or CTE of (nil
+	// at the top), depth how deep it is; ctes are its WITH queries by
+	// name, derived its FROM and JOIN tables that are queries (inline.go).
+	// counting says references to CTEs are counted (not in a statement
+	// that inlining printed).
+	parent   *stmtParser
+	depth    int
+	ctes     map[string]*cte
+	derived  []derivedRef
+	counting bool
 	// using maps the columns of a JOIN ... USING to the qualifier their
 	// unqualified references are given (the FROM table's).
 	using map[string]string
@@ -95,7 +105,7 @@ func (p *stmtParser) statement() (Statement, *Error) {
 	case p.is(0, "alter"):
 		return p.alter()
 	case p.is(0, "with"):
-		return nil, p.errAt(Invalid, 0, "WITH queries are not allowed in a transform")
+		return nil, p.errAt(Invalid, 0, "WITH queries are not allowed before TRANSFORM: write the WITH clause after the target (TRANSFORM t WITH x AS (SELECT ...) FROM x SELECT ...)")
 	}
 	return nil, p.errAt(Syntax, 0, "expected TRANSFORM, PAUSE, RESUME, DROP or ALTER at the start of the statement")
 }
@@ -180,6 +190,27 @@ func (p *stmtParser) tableRef(what string) (TableRef, *Error) {
 				return TableRef{}, e
 			}
 		}
+	}
+	return ref, nil
+}
+
+// sourceRef reads a table of FROM or JOIN: a table, a CTE's name, or a
+// derived table (inline.go). slot is its place: 0 for the FROM table, k
+// for the k-th joined one.
+func (p *stmtParser) sourceRef(what string, slot int) (TableRef, *Error) {
+	if p.isKind(p.pos, pg.Token_ASCII_40) {
+		return p.derivedTable(slot)
+	}
+	if p.is(p.pos, "lateral") {
+		return TableRef{}, p.errAt(Invalid, p.pos, "LATERAL is not supported")
+	}
+	at := p.pos
+	ref, e := p.tableRef(what)
+	if e != nil {
+		return TableRef{}, e
+	}
+	if r, ok, e := p.cteRef(ref, slot, at); e != nil || ok {
+		return r, e
 	}
 	return ref, nil
 }
@@ -509,10 +540,15 @@ func (p *stmtParser) transform() (Statement, *Error) {
 	if t.Target, e = p.tableName("the target table name after TRANSFORM"); e != nil {
 		return nil, e
 	}
+	if p.is(p.pos, "with") {
+		if e := p.withClause(); e != nil {
+			return nil, e
+		}
+	}
 	if e := p.expect("from", "expected FROM after the target table"); e != nil {
 		return nil, e
 	}
-	if t.From, e = p.tableRef("the source table name after FROM"); e != nil {
+	if t.From, e = p.sourceRef("the source table name after FROM", 0); e != nil {
 		return nil, e
 	}
 
@@ -523,7 +559,7 @@ func (p *stmtParser) transform() (Statement, *Error) {
 	comma := false
 	for p.isKind(p.pos, pg.Token_ASCII_44) {
 		p.pos++
-		ref, e := p.tableRef("a table name after ','")
+		ref, e := p.sourceRef("a table name after ','", len(t.Joins)+1)
 		if e != nil {
 			return nil, e
 		}
@@ -540,7 +576,7 @@ func (p *stmtParser) transform() (Statement, *Error) {
 			break
 		}
 		j := Join{Kind: kind}
-		if j.Table, e = p.tableRef("the table name after JOIN"); e != nil {
+		if j.Table, e = p.sourceRef("the table name after JOIN", len(t.Joins)+1); e != nil {
 			return nil, e
 		}
 		if p.is(p.pos, "using") {
@@ -792,6 +828,9 @@ func (p *stmtParser) transform() (Statement, *Error) {
 	}
 	for _, w := range t.Windows {
 		t.WindowFunctions = appendUnique(t.WindowFunctions, w.Name)
+	}
+	if len(p.derived) > 0 {
+		return p.inline(t)
 	}
 	return t, nil
 }

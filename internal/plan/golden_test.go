@@ -214,6 +214,27 @@ var goldenCases = []goldenCase{
 			table("public", "regions", "r", []string{"id"}, regions...)},
 		types: map[string]string{"region": "text", "revenue": "numeric"},
 	},
+	// Derived tables and CTEs are inlined by the parser (decision 0028):
+	// these compile to the projection, aggregate and join they stand for.
+	{
+		name:   "derived_projection",
+		stmt:   "TRANSFORM paid FROM (SELECT id, price + tax AS total, status FROM orders WHERE status <> 'cancelled') p SELECT p.id, p.total * 2 AS doubled WHERE p.total > 10",
+		tables: []*Table{table("public", "orders", "p", []string{"id"}, orders...)},
+		types:  map[string]string{"doubled": "numeric"},
+	},
+	{
+		name:   "derived_aggregate",
+		stmt:   "TRANSFORM regions FROM (SELECT region, sum(price) AS revenue, count(*) AS n FROM orders GROUP BY region) r SELECT region, revenue / n AS mean WHERE n > 2",
+		tables: []*Table{table("public", "orders", "r", []string{"id"}, orders...)},
+		types:  map[string]string{"region": "text", "mean": "numeric"},
+	},
+	{
+		name: "cte_join",
+		stmt: "TRANSFORM lines WITH open AS (SELECT id, customer_id, price FROM orders WHERE status = 'open') FROM open o JOIN (SELECT id, name FROM customers WHERE tier > 1) c ON c.id = o.customer_id SELECT o.id, c.name, o.price",
+		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...),
+			table("public", "customers", "c", []string{"id"}, customers...)},
+		types: map[string]string{"id": "bigint", "c_id": "bigint", "name": "text", "price": "numeric"},
+	},
 }
 
 // render compiles a case and prints the spec and every statement its plan
