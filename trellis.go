@@ -31,6 +31,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/drain"
 	"github.com/trellis-pg/trellis/internal/engine"
+	"github.com/trellis-pg/trellis/internal/ident"
 	"github.com/trellis-pg/trellis/internal/leadership"
 	"github.com/trellis-pg/trellis/internal/ledger"
 	"github.com/trellis-pg/trellis/internal/locks"
@@ -67,7 +68,7 @@ type Client struct {
 }
 
 // pinnedSearchPath is the search_path of every connection Trellis opens.
-const pinnedSearchPath = "pg_catalog, pg_temp"
+const pinnedSearchPath = ident.SearchPath
 
 func poolConfig(opts Options, name string) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(opts.URL)

@@ -316,7 +316,7 @@ func pinnedPairs(ctx context.Context, tx pgx.Tx, sql string, args ...any) ([][2]
 	if err := tx.QueryRow(ctx, sqlSearchPath).Scan(&was); err != nil {
 		return nil, err
 	}
-	if _, err := tx.Exec(ctx, sqlSetSearchPath, "pg_catalog, pg_temp"); err != nil {
+	if _, err := tx.Exec(ctx, sqlSetSearchPath, ident.SearchPath); err != nil {
 		return nil, err
 	}
 	rows, err := tx.Query(ctx, sql, args...)

@@ -5,6 +5,12 @@ package ident
 
 import "strings"
 
+// SearchPath is the search_path every connection Trellis opens pins
+// (decision 0021): unqualified names resolve in pg_catalog and the
+// session's temporary schema only, never in a schema someone could plant
+// a shadowing function or operator in.
+const SearchPath = "pg_catalog, pg_temp"
+
 // Quote returns name as a PostgreSQL quoted identifier.
 func Quote(name string) string {
 	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`

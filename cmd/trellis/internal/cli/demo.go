@@ -19,6 +19,7 @@ import (
 
 	"github.com/trellis-pg/trellis"
 	"github.com/trellis-pg/trellis/internal/backoff"
+	"github.com/trellis-pg/trellis/internal/ident"
 	"github.com/trellis-pg/trellis/internal/testpg"
 )
 
@@ -90,6 +91,21 @@ type demo struct {
 	createdCatalog, createdSource, definedTarget bool
 }
 
+// demoPoolConfig is the configuration of the demo's own pool. Like every
+// connection Trellis opens, it pins search_path, so the demo's statements
+// never reach a function or operator planted on the role's or database's
+// path.
+func demoPoolConfig(url string, writers int) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("the database URL cannot be parsed: %w", err)
+	}
+	cfg.MaxConns = int32(writers + 4)
+	cfg.ConnConfig.RuntimeParams["application_name"] = "trellis demo"
+	cfg.ConnConfig.RuntimeParams["search_path"] = ident.SearchPath
+	return cfg, nil
+}
+
 func runDemo(ctx context.Context, g *globals, o demoOptions, w io.Writer) (err error) {
 	d := &demo{g: g, o: o, w: w, url: g.databaseURL()}
 	if d.url == "" {
@@ -108,12 +124,10 @@ func runDemo(ctx context.Context, g *globals, o demoOptions, w io.Writer) (err e
 		}
 		fmt.Fprintf(w, "PostgreSQL %s on 127.0.0.1:%d (removed at the end)\n", cluster.Version(), cluster.Port())
 	}
-	cfg, err := pgxpool.ParseConfig(d.url)
+	cfg, err := demoPoolConfig(d.url, o.writers)
 	if err != nil {
-		return fmt.Errorf("the database URL cannot be parsed: %w", err)
+		return err
 	}
-	cfg.MaxConns = int32(o.writers + 4)
-	cfg.ConnConfig.RuntimeParams["application_name"] = "trellis demo"
 	if d.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return err
 	}

@@ -1,9 +1,11 @@
 package cli_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/trellis-pg/trellis/cmd/trellis/internal/cli"
@@ -61,4 +63,27 @@ func TestBench(t *testing.T) {
 	require.Equal(t, cli.ExitOK, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 	require.Contains(t, r.stdout, "backfill")
 	require.Empty(t, r.stderr)
+}
+
+// The demo's own pool pins search_path like every connection of Trellis:
+// a path the database sets (to a schema another role could plant
+// functions and operators in) does not reach the demo's statements.
+func TestDemoPoolPinsSearchPath(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	var db string
+	require.NoError(t, e.db.QueryRow(e.ctx, `SELECT current_database()`).Scan(&db))
+	e.exec(`CREATE SCHEMA trap`)
+	e.exec(`CREATE TABLE trap.planted (x int)`)
+	e.exec(fmt.Sprintf(`ALTER DATABASE %q SET search_path = trap, public`, db))
+	cfg, err := cli.DemoPoolConfig(e.url, 1)
+	require.NoError(t, err)
+	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+	var path string
+	var planted *string
+	require.NoError(t, pool.QueryRow(e.ctx, `SELECT current_setting('search_path'), to_regclass('planted')::text`).Scan(&path, &planted))
+	require.Equal(t, "pg_catalog, pg_temp", path)
+	require.Nil(t, planted, "the database's path does not resolve names for the demo")
 }
