@@ -125,3 +125,58 @@ func TestKeysOfTypesOutsidePgCatalog(t *testing.T) {
 		requireConsistent(t, tgt, e.selfCheck(c, tgt, trellis.SelfCheckStrict))
 	}
 }
+
+// In the transaction of a user's statement (TRANSFORM, ALTER, PAUSE,
+// RESUME, DROP, Sync, RequestBackfill) only the user's names resolve
+// through the definer's search_path; Trellis's own statements run under
+// the pinned one. Here the database's path puts public before pg_catalog,
+// and another role planted in public functions and an operator that
+// Trellis's own SQL calls: none of them runs, while the definition's own
+// unqualified names (a table and a function in public) still resolve.
+func TestDefinerPathResolvesOnlyTheUsersNames(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	var db string
+	require.NoError(t, e.db.QueryRow(e.ctx, "SELECT current_database()").Scan(&db))
+	e.exec(`GRANT CREATE ON SCHEMA public TO PUBLIC`)
+	e.exec(`CREATE TABLE src (id int PRIMARY KEY, g int NOT NULL, v int NOT NULL)`)
+	e.exec(`INSERT INTO src SELECT i, i % 3, i FROM generate_series(1, 10) i`)
+	e.exec(`CREATE FUNCTION twice(int) RETURNS int LANGUAGE sql IMMUTABLE AS 'SELECT $1 * 2'`)
+	planter := e.role("planter")
+	e.as(planter,
+		`CREATE TABLE public.hits (what text)`,
+		`GRANT INSERT ON public.hits TO PUBLIC`,
+		`CREATE FUNCTION public.pg_notify(text, text) RETURNS void LANGUAGE sql AS $$INSERT INTO public.hits VALUES ('pg_notify')$$`,
+		`CREATE FUNCTION public.to_regclass(text) RETURNS regclass LANGUAGE sql AS $$INSERT INTO public.hits VALUES ('to_regclass'); SELECT pg_catalog.to_regclass($1)$$`,
+		`CREATE FUNCTION public.clock_timestamp() RETURNS timestamptz LANGUAGE sql AS $$INSERT INTO public.hits VALUES ('clock_timestamp'); SELECT pg_catalog.now()$$`,
+		`CREATE FUNCTION public.plus(bigint, integer) RETURNS bigint LANGUAGE sql AS $$INSERT INTO public.hits VALUES ('+'); SELECT $1 OPERATOR(pg_catalog.+) $2$$`,
+		`CREATE OPERATOR public.+ (LEFTARG = bigint, RIGHTARG = integer, FUNCTION = public.plus)`)
+	e.exec(fmt.Sprintf(`ALTER DATABASE %q SET search_path = public, pg_catalog`, db))
+
+	c := e.engine()
+	_, err := c.Define(e.ctx, `TRANSFORM by_g FROM src SELECT g AS g, sum(twice(v)) AS s GROUP BY g`)
+	require.NoError(t, err)
+	e.waitState(c, "by_g", trellis.StateLive)
+	for _, s := range []string{
+		`ALTER TRANSFORM by_g ADD COLUMN max(twice(v)) AS m`,
+		`PAUSE TRANSFORM by_g`,
+		`RESUME TRANSFORM by_g`,
+	} {
+		_, err := c.Apply(e.ctx, s)
+		require.NoError(t, err, s)
+	}
+	e.waitState(c, "by_g", trellis.StateLive)
+	require.NoError(t, c.RequestBackfill(e.ctx, "src"))
+	_, err = c.Sync(e.ctx, `TRANSFORM by_g FROM src SELECT g AS g, sum(twice(v)) AS s, max(twice(v)) AS m GROUP BY g;
+TRANSFORM copy FROM src SELECT twice(v) AS v2;`, trellis.SyncOptions{})
+	require.NoError(t, err)
+	e.waitState(c, "by_g", trellis.StateLive)
+	e.waitState(c, "copy", trellis.StateLive)
+	e.exec(`UPDATE src SET v = v OPERATOR(pg_catalog.+) 1 WHERE id <= 4`)
+	e.converge(c)
+	e.assertMatches("by_g", `SELECT g, pg_catalog.sum(v OPERATOR(pg_catalog.*) 2) AS s, pg_catalog.max(v OPERATOR(pg_catalog.*) 2) AS m FROM src GROUP BY g`)
+	_, err = c.Apply(e.ctx, `DROP TRANSFORM copy`)
+	require.NoError(t, err)
+
+	require.Empty(t, e.rows(`SELECT what FROM public.hits GROUP BY what`), "planted code ran as Trellis")
+}

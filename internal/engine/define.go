@@ -248,7 +248,7 @@ func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) 
 		if err := e.checkTargetFree(ctx, tx, tgt); err != nil {
 			return err
 		}
-		if err := qualify(ctx, tx, tgt, &spec); err != nil {
+		if err := e.qualify(ctx, tx, tgt, &spec); err != nil {
 			return err
 		}
 		from := sides[0]
@@ -345,8 +345,8 @@ func pinnedPairs(ctx context.Context, tx pgx.Tx, sql string, args ...any) ([][2]
 // the dependencies of a temporary view over the definition's query, in a
 // savepoint it rolls back. A name the definition resolved to two schemas
 // is left as written.
-func qualify(ctx context.Context, tx pgx.Tx, tgt plan.Target, spec *plan.Spec) error {
-	refs, err := namesReached(ctx, tx, tgt, spec)
+func (e *Engine) qualify(ctx context.Context, tx pgx.Tx, tgt plan.Target, spec *plan.Spec) error {
+	refs, err := e.namesReached(ctx, tx, tgt, spec)
 	if err != nil {
 		return fmt.Errorf("resolving the names the definition uses: %w", err)
 	}
@@ -411,7 +411,7 @@ func qualify(ctx context.Context, tx pgx.Tx, tgt plan.Target, spec *plan.Spec) e
 		return err
 	}
 	// The qualified definition must name exactly what the definer's did.
-	after, err := namesReached(ctx, tx, tgt, spec)
+	after, err := e.namesReached(ctx, tx, tgt, spec)
 	if err != nil {
 		return errs.New(trellistype.CodeValidation, "the definition's names do not resolve the same once qualified (%v): qualify its functions, operators and types with their schemas", pgMessage(err))
 	}
@@ -439,13 +439,18 @@ func nameStrings(refs []nameRef) []string {
 // namesReached are the functions, types and operators a spec's query names
 // (sqlNamesReached), sorted by their text form, read through a temporary
 // view in a savepoint that is rolled back.
-func namesReached(ctx context.Context, tx pgx.Tx, tgt plan.Target, spec *plan.Spec) ([]nameRef, error) {
+func (e *Engine) namesReached(ctx context.Context, tx pgx.Tx, tgt plan.Target, spec *plan.Spec) ([]nameRef, error) {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = sp.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := sp.Exec(ctx, sqlNamesProbeView+(&plan.Plan{Target: tgt, Spec: *spec}).Query()); err != nil {
+	// The view resolves the definition's names as the definer's session
+	// would; reading what it reaches runs pinned.
+	if err := e.asDefiner(ctx, tx, func() error {
+		_, err := sp.Exec(ctx, sqlNamesProbeView+(&plan.Plan{Target: tgt, Spec: *spec}).Query())
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	rows, err := sp.Query(ctx, sqlNamesReached, "pg_temp.trellis_names_probe")

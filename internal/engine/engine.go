@@ -49,8 +49,8 @@ type Engine struct {
 	Ledger *ledger.Ledger
 	// DefinerPath is the search_path the names of a user's statement
 	// resolve through (the role's, database's or URL's, read at connect):
-	// the transactions applying one set it (asDefiner), while every other
-	// statement runs under the connections' pinned pg_catalog, pg_temp.
+	// only the statements resolving those names run under it (asDefiner),
+	// every other one under the connections' pinned pg_catalog, pg_temp.
 	// Empty leaves the connection's.
 	DefinerPath string
 
@@ -102,22 +102,29 @@ func (e *Engine) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 		if err := locks.DDL(ctx, tx, e.Cat.Schema); err != nil {
 			return err
 		}
-		if err := e.asDefiner(ctx, tx); err != nil {
-			return err
-		}
 		return fn(tx)
 	})
 }
 
-// asDefiner sets, for the rest of tx, the search_path the user's statement
-// resolves its names through, as the user's own session would: what it
-// reaches is recorded qualified (qualify), so nothing run later depends on
-// it.
-func (e *Engine) asDefiner(ctx context.Context, tx pgx.Tx) error {
+// asDefiner runs fn, the statements that resolve the names of a user's
+// statement, under the search_path the user's own session would have, and
+// pins the path again after it: what those names reach is recorded
+// qualified (qualify), and every other statement of the transaction,
+// Trellis's own, runs pinned, so nothing planted on the user's path runs
+// as Trellis. fn runs only statements that name what the user named, and
+// qualify everything else they call with pg_catalog.
+func (e *Engine) asDefiner(ctx context.Context, tx pgx.Tx, fn func() error) error {
 	if e.DefinerPath == "" {
-		return nil
+		return fn()
 	}
-	_, err := tx.Exec(ctx, sqlSetSearchPath, e.DefinerPath)
+	if _, err := tx.Exec(ctx, sqlSetSearchPath, e.DefinerPath); err != nil {
+		return err
+	}
+	ferr := fn()
+	_, err := tx.Exec(ctx, sqlSetSearchPath, ident.SearchPath)
+	if ferr != nil {
+		return ferr
+	}
 	return err
 }
 
@@ -146,10 +153,16 @@ type relation struct {
 	kind   string
 }
 
-func (e *Engine) resolve(ctx context.Context, q catalog.Querier, n grammar.Name, fallbackSchema string) (*relation, error) {
+func (e *Engine) resolve(ctx context.Context, tx pgx.Tx, n grammar.Name, fallbackSchema string) (*relation, error) {
 	try := func(name string) (*relation, error) {
+		// Only the name resolves through the definer's path.
+		var oid *uint32
+		err := e.asDefiner(ctx, tx, func() error { return tx.QueryRow(ctx, sqlResolveName, name).Scan(&oid) })
+		if err != nil || oid == nil {
+			return nil, err
+		}
 		var r relation
-		err := q.QueryRow(ctx, sqlResolve, name).Scan(&r.oid, &r.schema, &r.name, &r.kind)
+		err = tx.QueryRow(ctx, sqlResolve, *oid).Scan(&r.oid, &r.schema, &r.name, &r.kind)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, nil
 		}
@@ -531,13 +544,18 @@ func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (trellistype.Appli
 				return err
 			}
 			pl := t.Plan()
-			rows, err := tx.Query(ctx, pl.ProbeColumn(s.Column.Expr))
+			// The column's expression is the user's, not qualified yet.
+			var fd []pgconn.FieldDescription
+			err := e.asDefiner(ctx, tx, func() error {
+				rows, err := tx.Query(ctx, pl.ProbeColumn(s.Column.Expr))
+				if err != nil {
+					return err
+				}
+				fd = slices.Clone(rows.FieldDescriptions())
+				rows.Close()
+				return rows.Err()
+			})
 			if err != nil {
-				return pgValidation(err, "adding column %s to %s", col, t.Target)
-			}
-			fd := rows.FieldDescriptions()
-			rows.Close()
-			if err := rows.Err(); err != nil {
 				return pgValidation(err, "adding column %s to %s", col, t.Target)
 			}
 			var typ string
@@ -561,7 +579,7 @@ func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (trellistype.Appli
 			// paused (quarantined) column evaluates to a typed NULL.
 			spec.Columns[len(spec.Columns)-1].Type = typ
 			// Its names qualified as a define's are.
-			if err := qualify(ctx, tx, t.Target, &spec); err != nil {
+			if err := e.qualify(ctx, tx, t.Target, &spec); err != nil {
 				return err
 			}
 			if _, err := tx.Exec(ctx, e.Cat.SQL(sqlColumnBuild), t.ID, col); err != nil {

@@ -7,11 +7,15 @@ import "github.com/trellis-pg/trellis/internal/catalog"
 // type) %[2]s on, all filled in by catalog.Catalog.SQL.
 const (
 
-	// Resolves a relation name; $1 is a quoted, possibly qualified name.
+	// Resolves a relation name, $1 quoted and possibly qualified, through
+	// the definer's search_path: the one statement run under it, so what
+	// it calls is qualified.
+	sqlResolveName = `SELECT pg_catalog.to_regclass($1)::pg_catalog.oid`
+	// The relation of an OID.
 	sqlResolve = `
 SELECT c.oid::int8, n.nspname, c.relname, c.relkind::text
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE c.oid = to_regclass($1)`
+WHERE c.oid = $1::oid`
 
 	// What makes a table unfit to be a source: temporary, a system
 	// catalog, or a parent in table inheritance (its children's writes

@@ -77,9 +77,6 @@ func (e *Engine) PlanSync(ctx context.Context, items []SyncItem, prune bool) (*S
 		return nil, err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := e.asDefiner(ctx, tx); err != nil {
-		return nil, err
-	}
 	return e.planSync(ctx, tx, items, prune)
 }
 
@@ -288,7 +285,7 @@ func (e *Engine) checkSync(ctx context.Context, tx pgx.Tx, w *want, extra func()
 		// resolve against yet: then it is compared as written).
 		schema, name, _ := strings.Cut(w.target, ".")
 		q := sp
-		if qualify(ctx, tx, plan.Target{Schema: schema, Name: name}, &q) == nil {
+		if e.qualify(ctx, tx, plan.Target{Schema: schema, Name: name}, &q) == nil {
 			sp = q
 		}
 		*spec[0] = sp
