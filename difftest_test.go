@@ -21,7 +21,8 @@ import (
 
 // The differential test: random definitions over every shape Trellis has
 // (projection with WHERE, GROUP BY with every aggregate family, inner and
-// left joins grouped by either side, chains over each kind of target,
+// left joins grouped by either side, joins of three tables (star and chain,
+// inner and left, grouped by any of them), chains over each kind of target,
 // partitioned sources), over columns of many types, driven by random DML
 // (multi-row statements, key changes, NULLs, TRUNCATE, rollbacks) while the
 // workers' connections are killed at random. After convergence every target
@@ -163,6 +164,8 @@ func (g *diffGen) ddl() []string {
 		"CREATE TABLE "+g.q("a")+" (id int PRIMARY KEY, g int, k text COLLATE \"C\", ci "+ci+", n numeric, n2 numeric(10,2), f float8, j jsonb, js json, ts timestamptz, arr int[], e "+g.q("mood")+", d "+g.q("posint")+")",
 		"CREATE TABLE "+g.q("b")+" (id int PRIMARY KEY, aid int, w int, label text)",
 		"CREATE INDEX ON "+g.q("b")+" (aid)",
+		"CREATE TABLE "+g.q("c")+" (id int PRIMARY KEY, w int, tag text COLLATE \"C\")",
+		"CREATE INDEX ON "+g.q("c")+" (w)",
 		"CREATE TABLE "+g.q("p")+" (id int, part int, v int, s text, PRIMARY KEY (id, part)) PARTITION BY LIST (part)",
 		"CREATE TABLE "+g.q("p0")+" PARTITION OF "+g.q("p")+" FOR VALUES IN (0)",
 		"CREATE TABLE "+g.q("p1")+" PARTITION OF "+g.q("p")+" FOR VALUES IN (1)",
@@ -178,7 +181,7 @@ func (g *diffGen) val(col string) string {
 	switch col {
 	case "g", "w", "v":
 		return strconv.Itoa(g.r.IntN(6) - 1)
-	case "k", "ci", "label", "s":
+	case "k", "ci", "label", "s", "tag":
 		return g.pick("'alice'", "'Alice'", "'bob'", "'BOB'", "'carol'", "''")
 	case "n":
 		return g.pick("10.5", "10.50", "2", "2.000", "-1.25", "0", "0.0")
@@ -215,6 +218,8 @@ func (g *diffGen) insert(table string, n int) string {
 		cols = aCols
 	case "b":
 		cols = []string{"aid", "w", "label"}
+	case "c":
+		cols = []string{"w", "tag"}
 	case "p":
 		cols = []string{"part", "v", "s"}
 	}
@@ -232,8 +237,8 @@ func (g *diffGen) insert(table string, n int) string {
 
 // dml is one random statement.
 func (g *diffGen) dml() string {
-	table := g.pick("a", "a", "a", "b", "b", "p")
-	cols := map[string][]string{"a": aCols, "b": {"aid", "w", "label"}, "p": {"v", "s", "part"}}[table]
+	table := g.pick("a", "a", "a", "b", "b", "c", "p")
+	cols := map[string][]string{"a": aCols, "b": {"aid", "w", "label"}, "c": {"w", "tag"}, "p": {"v", "s", "part"}}[table]
 	where := fmt.Sprintf("id %% %d = %d", 2+g.r.IntN(5), g.r.IntN(2))
 	switch x := g.r.IntN(100); {
 	case x < 35:
@@ -317,7 +322,7 @@ func (g *diffGen) def(i int, prior []diffDef) diffDef {
 		}
 		return " WHERE " + p
 	}
-	shape := g.pick("projection", "group", "join", "joingroup", "partition", "chain")
+	shape := g.pick("projection", "group", "join", "joingroup", "join3", "join3group", "partition", "chain")
 	if shape == "chain" && len(prior) == 0 {
 		shape = "projection"
 	}
@@ -363,6 +368,34 @@ func (g *diffGen) def(i int, prior []diffDef) diffDef {
 			d.recompute = fmt.Sprintf("SELECT %s, %s FROM %s GROUP BY %s", key, strings.Join(exprs, ", "), from, key)
 			d.kind = "group"
 		}
+	case "join3", "join3group":
+		// A chain (c joins b) or a star (c joins a), each join inner or
+		// left; c's w is not its key, so rows match many to many.
+		j1, j2 := g.pick("JOIN", "LEFT JOIN"), g.pick("JOIN", "LEFT JOIN")
+		on := g.pick("c.w = b.w", "c.w = a.g")
+		from := fmt.Sprintf("%s a %s %s b ON a.id = b.aid %s %s c ON %s", g.q("a"), j1, g.q("b"), j2, g.q("c"), on)
+		if shape == "join3" {
+			items := append(g.projExprs("a")[:1], [2]string{"bw", "b.w"}, [2]string{"ct", "c.tag"})
+			sel, names, exprs := selectList(items)
+			w := g.pick("", "b.w > 0", "a.g > 1", "c.tag <> 'bob'")
+			d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s SELECT a.id AS a_id0, b.id AS b_id0, c.id AS c_id0, %s%s", d.name, from, strings.Join(sel, ", "), where(w))
+			d.cols = append([]string{"a_id0", "b_id0", "c_id0"}, names...)
+			d.recompute = fmt.Sprintf("SELECT a.id, b.id, c.id, %s FROM %s%s", strings.Join(exprs, ", "), from, where(w))
+			d.kind = "join3"
+			if j1 != "JOIN" || j2 != "JOIN" {
+				d.kind = "leftjoin"
+			}
+		} else {
+			key := g.pick("a.g", "a.k", "b.w", "b.label", "c.tag", "c.w")
+			aggs := [][2]string{{"cnt", "count(*)"}, {"nc", "count(c.id)"}, {"sw", "sum(b.w)"}, {"ts", "string_agg(c.tag, ',' ORDER BY c.tag, a.id, b.id, c.id)"}}
+			aggs = aggs[:1+g.r.IntN(len(aggs))]
+			sel, names, exprs := selectList(aggs)
+			w := g.pick("", " WHERE a.g > 0", " WHERE c.tag IS NOT NULL")
+			d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s SELECT %s AS gk, %s%s GROUP BY %s", d.name, from, key, strings.Join(sel, ", "), w, key)
+			d.cols = append([]string{"gk"}, names...)
+			d.recompute = fmt.Sprintf("SELECT %s, %s FROM %s%s GROUP BY %s", key, strings.Join(exprs, ", "), from, w, key)
+			d.kind = "group"
+		}
 	case "partition":
 		if g.chance(0.5) {
 			w := g.pick("", "p.v > 1", "p.s <> 'bob'")
@@ -393,7 +426,7 @@ func (g *diffGen) def(i int, prior []diffDef) diffDef {
 		col := up.cols[len(up.cols)-1]
 		if g.chance(0.5) || up.kind == "group" {
 			d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s u SELECT u.%s AS c", d.name, up.name, col)
-			keys := map[string][]string{"projection": {"id"}, "join": {"a_id0", "b_id0"}, "group": {"gk"}}[up.kind]
+			keys := map[string][]string{"projection": {"id"}, "join": {"a_id0", "b_id0"}, "join3": {"a_id0", "b_id0", "c_id0"}, "group": {"gk"}}[up.kind]
 			if slices.Contains(up.cols, "part") {
 				keys = []string{"id", "part"}
 			}
@@ -424,7 +457,7 @@ func runDiffCase(t *testing.T, e *env, c *trellis.Client, g *diffGen) {
 	for _, s := range g.ddl() {
 		e.exec(s)
 	}
-	for _, tbl := range []string{"a", "b", "p"} {
+	for _, tbl := range []string{"a", "b", "c", "p"} {
 		e.exec(g.insert(tbl, 15+g.r.IntN(15)))
 	}
 	var defs []diffDef
