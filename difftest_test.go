@@ -88,7 +88,8 @@ func TestDifferential(t *testing.T) {
 					break
 				}
 			}
-			g := &diffGen{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), schema: fmt.Sprintf("d%d", executed), icu: icu}
+			g := &diffGen{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), schema: fmt.Sprintf("d%d", executed), icu: icu,
+				alt: rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d))}
 			t.Logf("differential case %s: seed %d (replay: go test -run TestDifferential -seed %d; a divergence found becomes a line of testdata/difftest/regressions.txt)", r.name, seed, seed)
 			runDiffCase(t, e, c, g)
 			executed++
@@ -127,7 +128,11 @@ func readRegressions(t *testing.T) []regression {
 
 // diffGen generates one case: tables, definitions and DML.
 type diffGen struct {
-	r      *rand.Rand
+	r *rand.Rand
+	// alt draws how a definition is written (a derived table or CTE for
+	// the same query): a stream of its own, so a seed of
+	// regressions.txt still generates the case it found.
+	alt    *rand.Rand
 	schema string
 	icu    bool
 	nextID int
@@ -303,6 +308,15 @@ func (g *diffGen) aggregates(a string) [][2]string {
 	return out
 }
 
+// prefixed puts p before each name.
+func prefixed(p string, names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = p + n
+	}
+	return out
+}
+
 func selectList(items [][2]string) (sel, names, exprs []string) {
 	for _, it := range items {
 		sel = append(sel, it[1]+" AS "+it[0])
@@ -332,6 +346,18 @@ func (g *diffGen) def(i int, prior []diffDef) diffDef {
 		sel, names, exprs := selectList(items)
 		w := g.wherePred("a")
 		d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s a SELECT %s%s", d.name, g.q("a"), strings.Join(sel, ", "), where(w))
+		switch g.alt.IntN(4) {
+		case 0: // the filter inside a derived table
+			d.stmt = fmt.Sprintf("TRANSFORM %s FROM (SELECT * FROM %s%s) a SELECT %s", d.name, g.q("a"), where(strings.ReplaceAll(w, "a.", "")), strings.Join(sel, ", "))
+		case 1: // the outputs computed by a CTE, read by name
+			d.stmt = fmt.Sprintf("TRANSFORM %s WITH x AS (SELECT a.id, %s FROM %s a) FROM x y SELECT %s%s", d.name, strings.Join(sel, ", "),
+				g.q("a"), strings.Join(prefixed("y.", names), ", "), where(strings.ReplaceAll(w, "a.", "y.")))
+			if w != "" && !slices.Contains(exprs, strings.TrimSpace(strings.Fields(w)[0])) {
+				// the filter reads a column the CTE does not output
+				d.stmt = fmt.Sprintf("TRANSFORM %s WITH x AS (SELECT a.id, %s FROM %s a%s) FROM x y SELECT %s", d.name, strings.Join(sel, ", "),
+					g.q("a"), where(w), strings.Join(prefixed("y.", names), ", "))
+			}
+		}
 		d.cols = append([]string{"id"}, names...)
 		d.recompute = fmt.Sprintf("SELECT a.id, %s FROM %s a%s", strings.Join(exprs, ", "), g.q("a"), where(w))
 		d.kind = "projection"
@@ -341,6 +367,11 @@ func (g *diffGen) def(i int, prior []diffDef) diffDef {
 		sel, names, exprs := selectList(aggs)
 		w := g.wherePred("a")
 		d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s a SELECT %s AS gk, %s%s GROUP BY %s", d.name, g.q("a"), key, strings.Join(sel, ", "), where(w), key)
+		if g.alt.IntN(3) == 0 {
+			// the aggregate in a derived table, its groups selected outside
+			d.stmt = fmt.Sprintf("TRANSFORM %s FROM (SELECT %s AS gk, %s FROM %s a%s GROUP BY %s) s SELECT s.gk, %s", d.name, key, strings.Join(sel, ", "),
+				g.q("a"), where(w), key, strings.Join(prefixed("s.", names), ", "))
+		}
 		d.cols = append([]string{"gk"}, names...)
 		d.recompute = fmt.Sprintf("SELECT %s, %s FROM %s a%s GROUP BY %s", key, strings.Join(exprs, ", "), g.q("a"), where(w), key)
 		d.kind = "group"
@@ -352,6 +383,11 @@ func (g *diffGen) def(i int, prior []diffDef) diffDef {
 			sel, names, exprs := selectList(items)
 			w := g.pick("", "b.w > 0", "a.g > 1")
 			d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s SELECT a.id AS a_id0, b.id AS b_id0, %s%s", d.name, from, strings.Join(sel, ", "), where(w))
+			if g.alt.IntN(3) == 0 {
+				// the joined table through a derived table of its columns
+				d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s a %s (SELECT id, aid, w, label FROM %s) b ON a.id = b.aid SELECT a.id AS a_id0, b.id AS b_id0, %s%s",
+					d.name, g.q("a"), join, g.q("b"), strings.Join(sel, ", "), where(w))
+			}
 			d.cols = append([]string{"a_id0", "b_id0"}, names...)
 			d.recompute = fmt.Sprintf("SELECT a.id, b.id, %s FROM %s%s", strings.Join(exprs, ", "), from, where(w))
 			d.kind = "join"

@@ -32,10 +32,18 @@ const (
 	// bench_src SELECT sum(v) AS total, count(*) AS n (no GROUP BY: one row,
 	// recomputed from every source row).
 	Global = "global"
+	// Derived: the projection's source; TRANSFORM bench_tgt FROM (SELECT
+	// id, v FROM bench_src WHERE v >= 0) s SELECT s.v AS v (a derived
+	// table, inlined into the projection it stands for).
+	Derived = "derived"
+	// CTE: the groupby shape's source; TRANSFORM bench_tgt WITH per AS
+	// (SELECT grp, sum(v) AS total, count(*) AS n FROM bench_src GROUP BY
+	// grp) FROM per SELECT grp, total, n (inlined into the GROUP BY).
+	CTE = "cte"
 )
 
 // Shapes lists every shape; the first is the default.
-var Shapes = []string{Projection, GroupBy, Join, Quarantine, Having, Global}
+var Shapes = []string{Projection, GroupBy, Join, Quarantine, Having, Global, Derived, CTE}
 
 const (
 	shapeGroups    = 10_000 // groups of the groupby shape
@@ -63,6 +71,20 @@ func shapeOf(name string) shape {
 			definition: "SELECT grp AS grp, sum(v) AS total, count(*) AS n FROM %[1]s GROUP BY grp",
 			keys:       []string{"grp"}, vals: []string{"total", "n"},
 			pollKey: "grp", pollVal: "total",
+		}
+	case CTE:
+		return shape{
+			name:       CTE,
+			definition: "SELECT grp, total, n FROM (SELECT grp, sum(v) AS total, count(*) AS n FROM %[1]s GROUP BY grp) per",
+			keys:       []string{"grp"}, vals: []string{"total", "n"},
+			pollKey: "grp", pollVal: "total",
+		}
+	case Derived:
+		return shape{
+			name:       Derived,
+			definition: "SELECT id, v FROM (SELECT id, v FROM %[1]s WHERE v >= 0) s",
+			keys:       []string{"id"}, vals: []string{"v"},
+			pollKey: "id", pollVal: "v",
 		}
 	case Having:
 		return shape{
@@ -119,6 +141,10 @@ func (e *env) transform() string {
 		return fmt.Sprintf("TRANSFORM %s FROM %s SELECT grp, sum(v) AS total, count(*) AS n GROUP BY grp HAVING count(*) > 0", tgt, src)
 	case Global:
 		return fmt.Sprintf("TRANSFORM %s FROM %s SELECT sum(v) AS total, count(*) AS n", tgt, src)
+	case Derived:
+		return fmt.Sprintf("TRANSFORM %s FROM (SELECT id, v FROM %s WHERE v >= 0) s SELECT s.v AS v", tgt, src)
+	case CTE:
+		return fmt.Sprintf("TRANSFORM %s WITH per AS (SELECT grp, sum(v) AS total, count(*) AS n FROM %s GROUP BY grp) FROM per SELECT grp, total, n", tgt, src)
 	default:
 		return fmt.Sprintf("TRANSFORM %s FROM %s SELECT v AS v", tgt, src)
 	}
@@ -138,7 +164,7 @@ func (e *env) createSource(ctx context.Context, rows int) error {
 	src, cust := e.table("bench_src"), e.table("bench_customers")
 	var qs []string
 	switch e.shape.name {
-	case GroupBy, Having, Global:
+	case GroupBy, Having, Global, CTE:
 		qs = []string{
 			fmt.Sprintf("CREATE TABLE %s (id bigint NOT NULL, grp int NOT NULL, v int, filler text)", src),
 			fmt.Sprintf("INSERT INTO %s SELECT g, g %% %d, 0, repeat('x', %d) FROM generate_series(1, %d) g", src, shapeGroups, fillerWidth, rows),
