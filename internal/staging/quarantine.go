@@ -1,7 +1,9 @@
 package staging
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -71,7 +73,11 @@ func (w *Worker) buildAllAtOnce(ctx context.Context, tx pgx.Tx, t *catalog.Trans
 	}
 	drop := w.Cat.SQL(sqlDropConstraint, t.Target.Quoted(), ident.Quote(pkey))
 	add := w.Cat.SQL(sqlAddPrimaryKey, t.Target.Quoted(), ident.Quote(pkey), ident.List(pl.Spec.Source.KeyCols))
-	return w.buildKeyAfter(ctx, tx, t, drop, []string{pl.InsertAll()}, add)
+	rows, ok, err = w.buildKeyAfter(ctx, tx, t, drop, []string{pl.InsertAll()}, add)
+	if ok {
+		w.method = BuildInOneStatement
+	}
+	return rows, ok, err
 }
 
 // buildKeyAfter runs a build's statements with the target's key dropped
@@ -171,8 +177,19 @@ func (w *Worker) buildWhole(ctx context.Context, tx pgx.Tx, t *catalog.Transform
 	stmts := pl.ShapeResync()
 	if t.BuildKind == "initial" {
 		// The target is new and empty: its key index is built after the
-		// rows (by sorting them once), as for a projection (decision 0012).
-		if n, ok, err := w.buildWithoutIndex(ctx, tx, t, stmts); err != nil || ok {
+		// rows (by sorting them once), as for a projection (decision 0012);
+		// an aggregate that PostgreSQL would compute with parallel workers
+		// goes through a scratch table (decision 0025).
+		first, method := stmts, BuildInOneStatement
+		if scratch, err := w.scratchPays(ctx, tx, pl); err != nil {
+			return 0, err
+		} else if scratch {
+			first, method = pl.ScratchBuild(fmt.Sprintf("trellis_build_%d", t.ID)), BuildThroughScratch
+		}
+		if n, ok, err := w.buildWithoutIndex(ctx, tx, t, first); err != nil || ok {
+			if ok {
+				w.method = method
+			}
 			return n, err
 		}
 	}
@@ -198,6 +215,35 @@ func (w *Worker) buildWhole(ctx context.Context, tx pgx.Tx, t *catalog.Transform
 		return 0, fmt.Errorf("listing the keys of %s: %w", t.Target, err)
 	}
 	return int64(len(keys)), w.Recompute.BuildKeys(ctx, tx, t, keys)
+}
+
+// ScratchRows bounds the rows (PostgreSQL's estimate) a join or aggregate
+// may yield for its initial build to go through a scratch table: past it,
+// writing the rows twice costs more than the parallel workers save.
+const ScratchRows = 200_000
+
+// scratchPays reports whether the initial build of a join or aggregate
+// should fill a scratch table first (plan.ScratchBuild): it is an
+// aggregate, PostgreSQL plans its query with parallel workers, which it never does for the INSERT ...
+// SELECT of the build, and the query yields at most ScratchRows rows.
+func (w *Worker) scratchPays(ctx context.Context, tx pgx.Tx, pl *plan.Plan) (bool, error) {
+	if pl.Kind() != plan.KindAggregate {
+		return false, nil // a join yields about as many rows as it reads
+	}
+	var out []byte
+	if err := tx.QueryRow(ctx, pl.ExplainShape()).Scan(&out); err != nil {
+		return false, fmt.Errorf("planning the build of %s: %w", pl.Target, err)
+	}
+	var explained []struct {
+		Plan struct {
+			Rows float64 `json:"Plan Rows"`
+		}
+	}
+	if err := json.Unmarshal(out, &explained); err != nil || len(explained) != 1 {
+		return false, fmt.Errorf("reading the plan of the build of %s: %v", pl.Target, err)
+	}
+	parallel := bytes.Contains(out, []byte(`"Node Type": "Gather`))
+	return parallel && explained[0].Plan.Rows <= ScratchRows, nil
 }
 
 // buildWithoutIndex runs an initial build of a join or aggregate with the

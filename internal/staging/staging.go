@@ -30,6 +30,20 @@ import (
 	"github.com/trellis-pg/trellis/trellistype"
 )
 
+// How a build wrote its rows, as its "build finished" log record says.
+const (
+	// BuildInOneStatement: one INSERT ... SELECT, the target's key index
+	// created after the rows.
+	BuildInOneStatement = "one statement"
+	// BuildThroughScratch: an aggregate's query run in parallel into a
+	// scratch table, its rows copied into the target, the key index
+	// created after them.
+	BuildThroughScratch = "scratch table"
+	// BuildInPages: key-ordered pages, or statements under the target's
+	// index, a failing row diagnosed key by key.
+	BuildInPages = "pages"
+)
+
 // Defaults for the worker's cadence.
 const (
 	BuildPageRows = 50000
@@ -63,6 +77,9 @@ type Worker struct {
 	// logged once ("" when they are whole).
 	repairFailure string
 	built         int64 // rows the build page being run wrote (metrics)
+	// method is how the build page being run wrote its rows (buildFinished
+	// logs it): one of the Build* method names.
+	method string
 	// buildStarts are when the builds this worker started began, for the
 	// duration its "build finished" record gives.
 	buildStarts map[int]time.Time
@@ -87,7 +104,7 @@ func (w *Worker) buildFinished(ctx context.Context, id int, target plan.Target) 
 	if err := w.Pool.QueryRow(ctx, w.Cat.SQL(sqlBuildRows), id).Scan(&rows); err != nil {
 		rows = -1
 	}
-	attrs := []any{"target", target.String(), "rows", rows}
+	attrs := []any{"target", target.String(), "rows", rows, "method", w.method}
 	if began, ok := w.buildStarts[id]; ok {
 		attrs = append(attrs, "duration", time.Since(began).Round(time.Millisecond).String())
 		delete(w.buildStarts, id)
@@ -384,7 +401,7 @@ func (w *Worker) buildStep(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	for _, id := range ids {
-		w.built = 0
+		w.built, w.method = 0, BuildInPages
 		done, err := w.buildPage(ctx, id)
 		if err != nil {
 			if ctx.Err() != nil {
