@@ -74,6 +74,36 @@ func TestParallelAggregateBuildsThroughScratch(t *testing.T) {
 	assertShapes(e)
 }
 
+// A row failing in a parallel aggregate's scratch build quarantines its
+// column as the careful build does: the other columns are built, the
+// group is sampled, and the build method says it went the careful way.
+func TestParallelAggregateBuildQuarantines(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	forceParallel(e)
+	e.exec(`CREATE TABLE items (id int PRIMARY KEY, grp int NOT NULL, a int NOT NULL, b int NOT NULL)`)
+	e.exec(`INSERT INTO items SELECT g, g % 10, g, CASE WHEN g = 777 THEN 0 ELSE 1 END FROM generate_series(1, 5000) g`)
+	e.exec(`ANALYZE items`)
+	logs := &lockedBuffer{}
+	m := e.connect(trellis.Options{})
+	require.NoError(t, m.Migrate(e.ctx))
+	c := e.connect(trellis.Options{Staging: true, DrainWorkers: 1,
+		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	_, err := c.Define(e.ctx, `TRANSFORM ratios FROM items SELECT grp, count(*) AS n, sum(a / b) AS r GROUP BY grp`)
+	require.NoError(t, err)
+	e.waitState(c, "ratios", trellis.StateLive)
+	q := e.waitQuarantine(c, "ratios.r", func(q trellis.QuarantineEntry) bool { return q.State == trellis.StatePaused })
+	require.Contains(t, q.Error, "division by zero")
+	page, err := c.SampleQuarantined(e.ctx, "ratios.r", trellis.SampleOptions{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, page.Samples, 1)
+	require.Equal(t, "7", page.Samples[0].Key, "the group of row 777")
+	e.assertMatches("(SELECT grp, n FROM ratios) x", `SELECT grp, count(*) AS n FROM items GROUP BY grp`)
+	finished := logs.records(t, "build finished; transform is live")
+	require.Len(t, finished, 1)
+	require.Equal(t, staging.BuildInPages, finished[0]["method"])
+}
+
 // assertShapes compares the targets TestParallelAggregateBuildsThroughScratch
 // defines with their recomputes.
 func assertShapes(e *env) {
