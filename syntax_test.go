@@ -105,7 +105,7 @@ func TestEverydaySyntaxRefusals(t *testing.T) {
 		{"TRANSFORM t FROM a, b, c SELECT a.name WHERE a.x = b.x AND b.x = c.x", "joins of three or more tables are not supported"},
 		{"TRANSFORM t FROM a JOIN b USING (nope) SELECT a.name", "USING column nope is not a column of a"},
 		{"TRANSFORM t FROM a SELECT x + 1", "?column?"},
-		{"TRANSFORM t FROM a SELECT DISTINCT ON (x) x, name", "DISTINCT ON is not supported"},
+		{"TRANSFORM t FROM a SELECT DISTINCT ON (x) x, name", "DISTINCT ON without ORDER BY"},
 		{"TRANSFORM t FROM a RIGHT JOIN b ON a.x = b.x SELECT a.name", "swap the two tables and write LEFT JOIN"},
 		{"TRANSFORM t FROM a SELECT q.*", "q.* names no table"},
 	} {

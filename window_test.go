@@ -26,6 +26,10 @@ var windowShapes = []struct{ stmt, target, recompute string }{
 		lag(v) OVER (PARTITION BY lower(grp) ORDER BY v, id) AS prev FROM scores`},
 	{`TRANSFORM score_running FROM scores SELECT id, sum(v) OVER (ORDER BY v, id) AS running, dense_rank() OVER (ORDER BY grp) AS gr`,
 		"score_running", `SELECT id, sum(v) OVER (ORDER BY v, id) AS running, dense_rank() OVER (ORDER BY grp) AS gr FROM scores`},
+	{`TRANSFORM score_best FROM scores SELECT DISTINCT ON (grp) grp, id AS best_id, v ORDER BY grp, v DESC, best_id`,
+		"score_best", `SELECT DISTINCT ON (grp) grp, id AS best_id, v FROM scores ORDER BY grp, v DESC, id`},
+	{`TRANSFORM score_top FROM scores SELECT id, v, grp WHERE v IS NOT NULL ORDER BY v DESC, id LIMIT 5`,
+		"score_top", `SELECT id, v, grp FROM scores WHERE v IS NOT NULL ORDER BY v DESC, id LIMIT 5`},
 }
 
 // Window functions over partitions (and over the whole source) stay
@@ -58,6 +62,7 @@ func TestWindowFunctions(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, st.SourceIndexGaps, d.target)
 	}
+	require.Equal(t, [][]string{{"5"}}, e.rows(`SELECT count(*) FROM score_top`))
 	// The key: the PARTITION BY outputs, then the source's key.
 	require.Equal(t, [][]string{{"grp"}, {"id"}}, e.rows(`SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
 		WHERE i.indrelid = 'score_ranks'::regclass AND i.indisunique ORDER BY array_position(i.indkey::int2[], a.attnum)`))

@@ -99,9 +99,9 @@ type SelectItem struct {
 // WindowCall is one window function call of the select list: `f(...)
 // OVER (PARTITION BY ... ORDER BY ... frame)`.
 type WindowCall struct {
-	Item int    // the select item it is in (an index of Transform.Select)
-	Func string // the function's name, its last part ("row_number", "sum")
-	Name string // the function's name as written ("pg_catalog.sum")
+	Output string // the name of the select item it is in
+	Func   string // the function's name, its last part ("row_number", "sum")
+	Name   string // the function's name as written ("pg_catalog.sum")
 	// Partition are the canonical SQL of its PARTITION BY expressions,
 	// PartitionColumns the columns they read.
 	Partition        []string
@@ -144,6 +144,7 @@ type Transform struct {
 	// expressions, DistinctOnColumns the columns they read.
 	DistinctOn        []string
 	DistinctOnColumns []ColumnRef
+	DistinctOnPlain   []*ColumnRef // each expression's plain column reference, nil when it is not one
 	// OrderBy are ORDER BY's items (canonical SQL, with DESC, NULLS ...
 	// as written), OrderByColumns the columns they read; Limit is LIMIT's
 	// row count (0 when there is none).

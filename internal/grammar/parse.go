@@ -326,8 +326,10 @@ func (p *stmtParser) clauseStart(i int) bool {
 		return !p.isKind(i+1, pg.Token_ASCII_40) // join(...) would be a function call
 	case "group":
 		return p.is(i+1, "by")
-	case "having":
+	case "having", "limit":
 		return true
+	case "order":
+		return p.is(i+1, "by")
 	case "without":
 		return p.is(i+1, "source") && p.is(i+2, "index")
 	case "inner", "cross":
@@ -619,12 +621,17 @@ func (p *stmtParser) transform() (Statement, *Error) {
 	if e := p.expect("select", selectMsg); e != nil {
 		return nil, e
 	}
+	var distinctOn [][2]int
 	if p.is(p.pos, "distinct") {
 		if p.is(p.pos+1, "on") {
-			return nil, p.errAt(Invalid, p.pos, "DISTINCT ON is not supported: GROUP BY the DISTINCT ON expressions and pick the other columns with an aggregate, such as (array_agg(x ORDER BY y))[1]")
+			p.pos += 2
+			if distinctOn, e = p.parenList("DISTINCT ON"); e != nil {
+				return nil, e
+			}
+		} else {
+			t.Distinct = true
+			p.pos++
 		}
-		t.Distinct = true
-		p.pos++
 	}
 	selFrom := p.pos
 	selTo, e := p.span()
@@ -698,6 +705,27 @@ func (p *stmtParser) transform() (Statement, *Error) {
 		}
 		after = "HAVING"
 	}
+	orderFrom, orderTo := -1, -1
+	if p.is(p.pos, "order") && p.is(p.pos+1, "by") {
+		p.pos += 2
+		orderFrom = p.pos
+		if orderTo, e = p.span(); e != nil {
+			return nil, e
+		}
+		if orderFrom == orderTo {
+			return nil, p.errAt(Syntax, orderTo, "expected an expression after ORDER BY")
+		}
+		after = "ORDER BY"
+	}
+	limitAt := -1
+	if p.is(p.pos, "limit") {
+		limitAt = p.pos
+		p.pos++
+		if t.Limit, e = p.limitCount(); e != nil {
+			return nil, e
+		}
+		after = "LIMIT"
+	}
 	if p.is(p.pos, "without") && p.is(p.pos+1, "source") && p.is(p.pos+2, "index") {
 		p.pos += 3
 		t.WithoutSourceIndex = true
@@ -710,7 +738,7 @@ func (p *stmtParser) transform() (Statement, *Error) {
 		case p.is(p.pos, "where"):
 			return nil, p.errAt(Syntax, p.pos, "WHERE must come before "+after)
 		case p.clauseStart(p.pos) && p.toks[p.pos].word != "select":
-			return nil, p.errAt(Syntax, p.pos, "unexpected "+quoteToken(p.toks[p.pos].text)+" after "+after+" (the order is JOIN, SELECT, WHERE, GROUP BY, HAVING, WITHOUT SOURCE INDEX)")
+			return nil, p.errAt(Syntax, p.pos, "unexpected "+quoteToken(p.toks[p.pos].text)+" after "+after+" (the order is JOIN, SELECT, WHERE, GROUP BY, HAVING, ORDER BY, LIMIT, WITHOUT SOURCE INDEX)")
 		}
 		return nil, p.atEnd(after)
 	}
@@ -758,7 +786,7 @@ func (p *stmtParser) transform() (Statement, *Error) {
 		funcs = append(funcs, x.funcs...)
 		t.Select = append(t.Select, SelectItem{Expr: x.sql, Name: items[k].name, HasAggregate: x.aggOff >= 0, Columns: x.cols})
 		for _, w := range x.windows {
-			w.val.Item = len(t.Select) - 1
+			w.val.Output = items[k].name
 			t.Windows = append(t.Windows, w.val)
 			if firstWindow < 0 {
 				firstWindow = w.loc
@@ -794,6 +822,34 @@ func (p *stmtParser) transform() (Statement, *Error) {
 		}
 		funcs = append(funcs, x.funcs...)
 	}
+	for k, d := range distinctOn {
+		x, e := p.analyse(d[0], d[1], partDistinctOn, fmt.Sprintf("DISTINCT ON expression %d", k+1))
+		if e != nil {
+			return nil, e
+		}
+		if e := p.checkGroupKey(x); e != nil {
+			return nil, e
+		}
+		t.DistinctOn = append(t.DistinctOn, x.sql)
+		for _, c := range x.cols {
+			t.DistinctOnColumns = appendUnique(t.DistinctOnColumns, c)
+		}
+		if c, ok := plainColumn(x.val); ok {
+			t.DistinctOnPlain = append(t.DistinctOnPlain, &c)
+		} else {
+			t.DistinctOnPlain = append(t.DistinctOnPlain, nil)
+		}
+		funcs = append(funcs, x.funcs...)
+	}
+	var orderExprs []string
+	if orderFrom >= 0 {
+		o, e := p.orderBy(orderFrom, orderTo)
+		if e != nil {
+			return nil, e
+		}
+		t.OrderBy, t.OrderByColumns, t.OrderByPlain, orderExprs = o.items, o.cols, o.plain, o.exprs
+		funcs = append(funcs, o.funcs...)
+	}
 	var having *expr
 	if havingFrom >= 0 {
 		if having, e = p.analyse(havingFrom, havingTo, partHaving, "the HAVING clause"); e != nil {
@@ -818,6 +874,9 @@ func (p *stmtParser) transform() (Statement, *Error) {
 		if e := p.checkWindows(t, firstWindow); e != nil {
 			return nil, e
 		}
+	}
+	if e := p.checkOrder(t, orderFrom, limitAt, firstWindow, orderExprs); e != nil {
+		return nil, e
 	}
 	if e := p.checkGrouping(items, selects, groups, having); e != nil {
 		return nil, e
@@ -854,6 +913,113 @@ func (p *stmtParser) checkWindows(t *Transform, at int) *Error {
 		}
 	}
 	return nil
+}
+
+// checkOrder applies the rules of DISTINCT ON, ORDER BY and LIMIT: ORDER
+// BY keeps the top LIMIT rows, or picks each DISTINCT ON row, over one
+// table without aggregates or window functions. The token positions are
+// -1 for an absent clause.
+func (p *stmtParser) checkOrder(t *Transform, orderAt, limitAt, windowAt int, orderExprs []string) *Error {
+	if len(t.DistinctOn) == 0 && orderAt < 0 && limitAt < 0 {
+		return nil
+	}
+	at := orderAt - 2 // the ORDER token
+	what := "ORDER BY ... LIMIT"
+	switch {
+	case len(t.DistinctOn) > 0:
+		at, what = 2, "DISTINCT ON"
+		for i := 0; i < p.n; i++ {
+			if p.is(i, "distinct") {
+				at = i
+				break
+			}
+		}
+	case orderAt < 0:
+		return p.errAt(Invalid, limitAt, "LIMIT without ORDER BY keeps arbitrary rows: add ORDER BY, with the key as a tie-breaker")
+	}
+	switch {
+	case len(t.Joins) > 0:
+		return p.errAt(Invalid, at, what+" over a JOIN is not supported: define the join as a transform and this over its target")
+	case t.Aggregated():
+		return p.errAt(Invalid, at, what+" cannot be combined with GROUP BY, HAVING or aggregates in a transform")
+	case windowAt >= 0:
+		return p.errAtByte(Invalid, windowAt, "window functions cannot be combined with "+what+" in a transform", "")
+	case t.Distinct:
+		return p.errAt(Invalid, at, "SELECT DISTINCT cannot be combined with ORDER BY ... LIMIT in a transform")
+	case len(t.DistinctOn) > 0 && limitAt >= 0:
+		return p.errAt(Invalid, limitAt, "DISTINCT ON with LIMIT is not supported: a transform keeps one row per DISTINCT ON value")
+	case len(t.DistinctOn) > 0 && orderAt < 0:
+		return p.errAt(Invalid, at, "DISTINCT ON without ORDER BY keeps an arbitrary row of each: add ORDER BY with the DISTINCT ON expressions first, then what picks the row, then the key as a tie-breaker")
+	case len(t.DistinctOn) == 0 && limitAt < 0:
+		return p.errAt(Invalid, at, "ORDER BY without LIMIT: a target is a table and keeps no order; drop ORDER BY (order when you read it), or add LIMIT to keep the top rows")
+	}
+	if len(t.DistinctOn) > 0 {
+		// As PostgreSQL requires: the DISTINCT ON expressions lead ORDER BY.
+		lead := orderExprs[:min(len(t.DistinctOn), len(orderExprs))]
+		for _, d := range t.DistinctOn {
+			if !slices.Contains(lead, d) {
+				return p.errAt(Invalid, orderAt, "the DISTINCT ON expressions must come first in ORDER BY (in any order), as PostgreSQL requires")
+			}
+		}
+	}
+	return nil
+}
+
+// parenList reads `( expr [, ...] )` and returns each expression's token
+// span; what names the clause for messages.
+func (p *stmtParser) parenList(what string) ([][2]int, *Error) {
+	if !p.isKind(p.pos, pg.Token_ASCII_40) {
+		return nil, p.errAt(Syntax, p.pos, "expected ( after "+what)
+	}
+	open := p.pos
+	depth, end := 0, -1
+	for i := p.pos; i < p.n && end < 0; i++ {
+		switch p.toks[i].kind {
+		case pg.Token_ASCII_40, pg.Token_ASCII_91:
+			depth++
+		case pg.Token_ASCII_41, pg.Token_ASCII_93:
+			depth--
+			if depth == 0 {
+				end = i
+			}
+		}
+	}
+	if end < 0 {
+		return nil, p.errAt(Syntax, open, quoteToken(p.toks[open].text)+" is never closed")
+	}
+	if end == open+1 {
+		return nil, p.errAt(Syntax, end, "expected an expression in "+what)
+	}
+	var out [][2]int
+	cuts := p.split(open+1, end)
+	for k := 0; k+1 < len(cuts); k++ {
+		a, b := cuts[k], cuts[k+1]-1
+		if a >= b {
+			return nil, p.errAt(Syntax, a, "expected an expression in "+what)
+		}
+		out = append(out, [2]int{a, b})
+	}
+	p.pos = end + 1
+	return out, nil
+}
+
+// limitCount reads LIMIT's row count: a positive integer.
+func (p *stmtParser) limitCount() (int64, *Error) {
+	if p.pos >= p.n || p.toks[p.pos].kind != pg.Token_ICONST {
+		return 0, p.errAt(Syntax, p.pos, "expected a number of rows after LIMIT")
+	}
+	var n int64
+	for _, c := range p.toks[p.pos].text {
+		if c < '0' || c > '9' || n > 1<<40 {
+			return 0, p.errAt(Invalid, p.pos, "LIMIT takes a whole number of rows, at most 2^40")
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if n == 0 {
+		return 0, p.errAt(Invalid, p.pos, "LIMIT 0 keeps no row: a target needs LIMIT 1 or more")
+	}
+	p.pos++
+	return n, nil
 }
 
 // checkGroupKey refuses GROUP BY items that PostgreSQL would not read as a

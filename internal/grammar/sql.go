@@ -23,6 +23,8 @@ const (
 	partAlter
 	partSelectBare // a select item without AS: it may end with a bare alias
 	partHaving
+	partDistinctOn
+	partOrderBy
 )
 
 // aggregateMsg is the refusal for an aggregate in this part; "" when
@@ -35,6 +37,10 @@ func (k partKind) aggregateMsg() string {
 		return "aggregates are not allowed in GROUP BY"
 	case partJoin:
 		return "aggregates are not allowed in a JOIN condition"
+	case partDistinctOn:
+		return "aggregates are not allowed in DISTINCT ON"
+	case partOrderBy:
+		return "aggregates are not allowed in ORDER BY"
 	}
 	return ""
 }
@@ -119,6 +125,83 @@ func (p *stmtParser) analyse(from, to int, kind partKind, what string) (*expr, *
 		return nil, p.errAtByte(Invalid, start, "PostgreSQL cannot print "+what+" back as SQL with the same meaning; write it differently", "")
 	}
 	return x, nil
+}
+
+// orderItems is an analysed ORDER BY: each item's canonical SQL (with
+// its direction) and expression, plain column (nil when not one), and
+// what the items read and call.
+type orderItems struct {
+	items, exprs []string
+	plain        []*ColumnRef
+	cols         []ColumnRef
+	funcs        []located[string]
+}
+
+// orderByPrefix turns ORDER BY's items into a query PostgreSQL parses.
+const orderByPrefix = "SELECT 1 ORDER BY "
+
+// orderBy parses the tokens [from, to) as ORDER BY's items.
+func (p *stmtParser) orderBy(from, to int) (*orderItems, *Error) {
+	start, end := p.toks[from].start, p.toks[to-1].end
+	const what = "ORDER BY"
+	tree, err := pgParse(orderByPrefix + p.text[start:end])
+	if err != nil {
+		return nil, p.pgError(err, start, end, orderByPrefix, what)
+	}
+	offset := func(loc int) int {
+		if loc < len(orderByPrefix) {
+			return start
+		}
+		return min(start+loc-len(orderByPrefix), end)
+	}
+	stmts := tree.GetStmts()
+	var sel *pg.SelectStmt
+	if len(stmts) == 1 {
+		sel = stmts[0].GetStmt().GetSelectStmt()
+	}
+	if sel == nil || len(sel.GetSortClause()) == 0 || sel.GetLimitCount() != nil || sel.GetLimitOffset() != nil ||
+		len(sel.GetLockingClause()) > 0 || sel.GetWithClause() != nil || sel.GetOp() != pg.SetOperation_SETOP_NONE {
+		return nil, p.errAt(Invalid, from, "expected expressions, each with ASC or DESC and NULLS FIRST or LAST, in "+what)
+	}
+	o := &orderItems{}
+	for _, n := range sel.GetSortClause() {
+		sb := n.GetSortBy()
+		if sb == nil || len(sb.GetUseOp()) > 0 {
+			return nil, p.errAt(Invalid, from, "ORDER BY ... USING is not supported: write ASC or DESC")
+		}
+		w := newWalker(partOrderBy.aggregateMsg())
+		w.walk(sb.GetNode().ProtoReflect(), int(sb.GetLocation()), false)
+		if w.errMsg != "" {
+			return nil, p.errAtByte(Invalid, offset(w.errLoc), w.errMsg, "")
+		}
+		if c := sb.GetNode().GetAConst(); c != nil {
+			return nil, p.errAtByte(Invalid, offset(minLocation(sb.ProtoReflect())), "ORDER BY takes expressions, not constants or column positions", "")
+		}
+		sort.SliceStable(w.cols, func(i, j int) bool { return w.cols[i].loc < w.cols[j].loc })
+		for _, c := range w.cols {
+			o.cols = appendUnique(o.cols, c.val)
+		}
+		for _, f := range w.funcs {
+			o.funcs = append(o.funcs, located[string]{offset(f.loc), f.val})
+		}
+		item, err := pgDeparse(&pg.ParseResult{Stmts: []*pg.RawStmt{{Stmt: &pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: &pg.SelectStmt{
+			TargetList:  sel.GetTargetList(),
+			SortClause:  []*pg.Node{n},
+			LimitOption: pg.LimitOption_LIMIT_OPTION_DEFAULT, Op: pg.SetOperation_SETOP_NONE,
+		}}}}}})
+		ex, err2 := deparseExpr(sb.GetNode())
+		if err != nil || err2 != nil || !strings.HasPrefix(item, orderByPrefix) {
+			return nil, p.errAt(Invalid, from, "PostgreSQL cannot print ORDER BY back as SQL; write it differently")
+		}
+		o.items = append(o.items, strings.TrimPrefix(item, orderByPrefix))
+		o.exprs = append(o.exprs, ex)
+		if c, ok := plainColumn(sb.GetNode()); ok {
+			o.plain = append(o.plain, &c)
+		} else {
+			o.plain = append(o.plain, nil)
+		}
+	}
+	return o, nil
 }
 
 // single checks that a parsed `SELECT <part>` is exactly one expression and

@@ -17,8 +17,8 @@ func TestWindowCalls(t *testing.T) {
 	require.False(t, tr.Aggregated())
 	require.Len(t, tr.Windows, 3)
 	v := col("", "v")
-	require.Equal(t, WindowCall{Item: 2, Func: "sum", Name: "sum", Partition: []string{"g"}, PartitionColumns: []ColumnRef{col("", "g")}, Aggregate: true}, tr.Windows[0])
-	require.Equal(t, WindowCall{Item: 3, Func: "rank", Name: "rank", Partition: []string{"g"}, PartitionColumns: []ColumnRef{col("", "g")},
+	require.Equal(t, WindowCall{Output: "total", Func: "sum", Name: "sum", Partition: []string{"g"}, PartitionColumns: []ColumnRef{col("", "g")}, Aggregate: true}, tr.Windows[0])
+	require.Equal(t, WindowCall{Output: "r", Func: "rank", Name: "rank", Partition: []string{"g"}, PartitionColumns: []ColumnRef{col("", "g")},
 		OrderColumns: []*ColumnRef{&v, nil}, Ordered: true}, tr.Windows[1])
 	require.True(t, tr.Windows[2].Rows)
 	require.Equal(t, "rank() OVER (PARTITION BY g ORDER BY v DESC, lower(w))", tr.Select[3].Expr)

@@ -47,6 +47,8 @@ func Compile(s *grammar.Transform, tables []*Table) (Spec, [][]string, error) {
 	reads = append(reads, s.WhereColumns...)
 	reads = append(reads, s.GroupByColumns...)
 	reads = append(reads, s.HavingColumns...)
+	reads = append(reads, s.DistinctOnColumns...)
+	reads = append(reads, orderColumns(s, tables)...)
 	// tableReads are the columns each table's reads, by position.
 	tableReads := make([][]string, len(tables))
 	for _, r := range reads {
@@ -115,7 +117,7 @@ func Compile(s *grammar.Transform, tables []*Table) (Spec, [][]string, error) {
 		for _, it := range s.Select {
 			spec.Columns = append(spec.Columns, Column{Name: it.Name, Expr: it.Expr})
 		}
-	case len(s.Windows) > 0:
+	case len(s.Windows) > 0, len(s.DistinctOn) > 0, s.Limit > 0:
 		err = compileWindow(&spec, s, tables, need)
 	case len(s.GroupBy) > 0:
 		err = compileGrouped(&spec, s, tables, need)
@@ -181,32 +183,133 @@ func compileGrouped(spec *Spec, s *grammar.Transform, tables []*Table, need func
 }
 
 // compileWindow sets the key and columns of a transform with window
-// functions: one row per source row, keyed by the PARTITION BY outputs
-// then the source's key (so a partition's rows lead the key), recomputed
-// a partition at a time.
+// functions, top-k (ORDER BY ... LIMIT) or DISTINCT ON: keyed by its
+// partition's outputs (PARTITION BY, DISTINCT ON) then, unless a partition
+// keeps one row (DISTINCT ON), the source's key; recomputed a partition at
+// a time.
 func compileWindow(spec *Spec, s *grammar.Transform, tables []*Table, need func(int, string)) error {
 	from := tables[0]
-	w := s.Windows[0]
-	spec.Window = &Window{Partition: w.Partition}
-	for _, c := range w.PartitionColumns {
+	var partition []string
+	var partCols []grammar.ColumnRef
+	what := "PARTITION BY"
+	switch {
+	case len(s.Windows) > 0:
+		partition, partCols = s.Windows[0].Partition, s.Windows[0].PartitionColumns
+		spec.Window = &Window{Partition: partition}
+		if err := windowsDeterministic(s, from, tables); err != nil {
+			return err
+		}
+	case len(s.DistinctOn) > 0:
+		what = "DISTINCT ON"
+		partition, partCols = s.DistinctOn, s.DistinctOnColumns
+		if len(partCols) == 0 {
+			return errs.New(trellistype.CodeValidation, "DISTINCT ON needs an expression that reads a column")
+		}
+		order, err := orderItems(s, tables, append(slices.Clone(s.OrderByPlain), s.DistinctOnPlain...), "DISTINCT ON ... ORDER BY")
+		if err != nil {
+			return err
+		}
+		spec.Window = &Window{Partition: partition, Limit: 1,
+			Rank: "row_number() OVER (PARTITION BY " + strings.Join(partition, ", ") + " ORDER BY " + order + ")"}
+	default:
+		order, err := orderItems(s, tables, s.OrderByPlain, "ORDER BY ... LIMIT")
+		if err != nil {
+			return err
+		}
+		spec.Window = &Window{Limit: s.Limit, Rank: "row_number() OVER (ORDER BY " + order + ")"}
+	}
+	for _, c := range partCols {
 		if _, err := tableOf(c, tables); err != nil {
 			return err
 		}
 		need(0, c.Column)
 	}
 	used := map[int]bool{}
-	for _, p := range w.Partition {
+	for _, p := range partition {
 		idx := slices.IndexFunc(s.Select, func(it grammar.SelectItem) bool { return it.Expr == p })
 		if idx < 0 {
-			return errs.New(trellistype.CodeValidation, "PARTITION BY expression %s must also be selected, with a name: a change recomputes the rows of its partitions, found by it in the target", p)
+			return errs.New(trellistype.CodeValidation, "%s expression %s must also be selected, with a name: a change recomputes the rows of its partitions, found by it in the target", what, p)
 		}
 		used[idx] = true
 		spec.Key = append(spec.Key, Column{Name: s.Select[idx].Name, Expr: p})
 	}
-	if err := windowsDeterministic(s, from, tables); err != nil {
-		return err
+	if len(s.DistinctOn) > 0 {
+		// One row per DISTINCT ON value: that is the key.
+		for i, it := range s.Select {
+			if !used[i] {
+				spec.Columns = append(spec.Columns, Column{Name: it.Name, Expr: it.Expr})
+			}
+		}
+		return nil
 	}
 	return keyAndColumns(spec, s, from, tables, used)
+}
+
+// orderItems checks that ORDER BY is a total order, so that the rows it
+// keeps are the ones a fresh recompute keeps: the plain columns among
+// it (and DISTINCT ON's) include the source's key. It returns ORDER BY as
+// SQL, an item naming an output (not a column) replaced by the output's
+// expression, as PostgreSQL reads it.
+func orderItems(s *grammar.Transform, tables []*Table, plain []*grammar.ColumnRef, what string) (string, error) {
+	from := tables[0]
+	plain = slices.Clone(plain)
+	items := slices.Clone(s.OrderBy)
+	for i, c := range s.OrderByPlain {
+		if c == nil || c.Qualifier != "" {
+			continue
+		}
+		if _, ok := from.Columns[c.Column]; ok {
+			continue
+		}
+		if idx := slices.IndexFunc(s.Select, func(it grammar.SelectItem) bool { return it.Name == c.Column }); idx >= 0 {
+			e := s.Select[idx].Expr
+			if slices.ContainsFunc(s.Windows, func(w grammar.WindowCall) bool { return w.Output == c.Column }) || s.Select[idx].HasAggregate {
+				return "", errs.New(trellistype.CodeValidation, "ORDER BY %s names an output with an aggregate or window function: order by columns", c.Column)
+			}
+			rest, _ := strings.CutPrefix(items[i], ident.Quote(c.Column))
+			if rest == items[i] {
+				rest, _ = strings.CutPrefix(items[i], c.Column)
+			}
+			items[i] = "(" + e + ")" + rest
+			plain[i] = nil // an expression, unless it is exactly a column
+			if it := s.Select[idx]; len(it.Columns) == 1 && isColumn(it, from, it.Columns[0].Column, tables) {
+				plain[i] = &it.Columns[0]
+			}
+			continue
+		}
+		return "", errs.New(trellistype.CodeValidation, "ORDER BY %s is neither a column of %s nor an output", c.Column, from.Alias)
+	}
+	for _, r := range s.OrderByColumns {
+		if _, err := tableOf(r, tables); err != nil && !slices.ContainsFunc(s.Select, func(it grammar.SelectItem) bool { return it.Name == r.Column }) {
+			return "", err
+		}
+	}
+	for _, k := range from.KeyCols {
+		if !slices.ContainsFunc(plain, func(c *grammar.ColumnRef) bool {
+			if c == nil || c.Column != k {
+				return false
+			}
+			i, err := tableOf(*c, tables)
+			return err == nil && i == 0
+		}) {
+			return "", errs.New(trellistype.CodeValidation,
+				"%s leaves rows that tie on ORDER BY in an arbitrary order, so the target could differ from a fresh recompute: add the key as a tie-breaker (ORDER BY ..., %s)",
+				what, strings.Join(from.KeyCols, ", "))
+		}
+	}
+	return strings.Join(items, ", "), nil
+}
+
+// orderColumns are the table columns ORDER BY reads (an output's name it
+// uses reads the output's columns, which Select lists).
+func orderColumns(s *grammar.Transform, tables []*Table) []grammar.ColumnRef {
+	var out []grammar.ColumnRef
+	for _, r := range s.OrderByColumns {
+		if _, err := tableOf(r, tables); err == nil {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // keyAndColumns appends the source's key to a window transform's key (a
@@ -268,7 +371,7 @@ func windowsDeterministic(s *grammar.Transform, from *Table, tables []*Table) er
 		if !total {
 			return errs.New(trellistype.CodeValidation,
 				"%s(...) OVER (...) in column %s depends on the order of rows that tie on its ORDER BY, so the target could differ from a fresh recompute: add the key as a tie-breaker (ORDER BY ..., %s)",
-				w.Func, s.Select[w.Item].Name, strings.Join(from.KeyCols, ", "))
+				w.Func, w.Output, strings.Join(from.KeyCols, ", "))
 		}
 	}
 	return nil
@@ -367,6 +470,7 @@ func recordColumnReads(spec *Spec, s *grammar.Transform, tables []*Table) error 
 		spec.Columns[i].Reads, spec.Columns[i].JoinedReads, spec.Columns[i].MoreReads = by[0], at(by, 1), more(by)
 	}
 	base := append(append(append([]grammar.ColumnRef(nil), s.WhereColumns...), s.GroupByColumns...), s.HavingColumns...)
+	base = append(append(base, s.DistinctOnColumns...), orderColumns(s, tables)...)
 	for _, k := range spec.Key {
 		if idx := slices.IndexFunc(s.Select, func(it grammar.SelectItem) bool { return it.Name == k.Name }); idx >= 0 {
 			base = append(base, s.Select[idx].Columns...)

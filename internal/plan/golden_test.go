@@ -179,6 +179,18 @@ var goldenCases = []goldenCase{
 		types:  map[string]string{"id": "bigint", "running": "numeric", "n": "bigint"},
 	},
 	{
+		name:   "distinct_on",
+		stmt:   "TRANSFORM latest FROM orders SELECT DISTINCT ON (customer_id) customer_id, placed_at, price AS last_price ORDER BY customer_id, placed_at DESC, id",
+		tables: []*Table{table("public", "orders", "", []string{"id"}, orders...)},
+		types:  map[string]string{"customer_id": "bigint", "placed_at": "timestamp with time zone", "last_price": "numeric"},
+	},
+	{
+		name:   "top_k",
+		stmt:   "TRANSFORM priciest FROM orders SELECT id, price * 2 AS doubled, status WHERE status <> 'cancelled' ORDER BY doubled DESC NULLS LAST, id LIMIT 10",
+		tables: []*Table{table("public", "orders", "", []string{"id"}, orders...)},
+		types:  map[string]string{"id": "bigint", "doubled": "numeric", "status": "text"},
+	},
+	{
 		name: "join_altered",
 		stmt: "TRANSFORM order_lines FROM orders o JOIN customers c ON o.customer_id = c.id SELECT o.id AS order_id, c.name AS customer",
 		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...),
@@ -424,6 +436,11 @@ func TestCompileRefuses(t *testing.T) {
 		{"TRANSFORM t FROM orders o, customers c, regions r SELECT o.price WHERE c.id = o.customer_id AND r.id > c.tier", []*Table{o, c, r}, "FROM ..., r needs an equality"},
 		{"TRANSFORM t FROM orders o JOIN customers c ON c.id = o.customer_id JOIN regions r ON r.id = c.tier SELECT o.region, r.name, count(*) AS n GROUP BY o.region, r.name", []*Table{o, c, r},
 			"must all read columns of one of its tables"},
+		{"TRANSFORM t FROM orders o SELECT id, price ORDER BY price DESC LIMIT 3", []*Table{o}, "ORDER BY ... LIMIT leaves rows that tie on ORDER BY in an arbitrary order"},
+		{"TRANSFORM t FROM orders o SELECT id + 1 AS x, price ORDER BY price DESC, x LIMIT 3", []*Table{o}, "add the key as a tie-breaker (ORDER BY ..., id)"},
+		{"TRANSFORM t FROM orders o SELECT id, price ORDER BY nope LIMIT 3", []*Table{o}, "ORDER BY nope is neither a column of o nor an output"},
+		{"TRANSFORM t FROM orders o SELECT DISTINCT ON (customer_id) customer_id, price ORDER BY customer_id, price", []*Table{o}, "DISTINCT ON ... ORDER BY leaves rows that tie"},
+		{"TRANSFORM t FROM orders o SELECT DISTINCT ON (customer_id) price ORDER BY customer_id, price, id", []*Table{o}, "DISTINCT ON expression customer_id must also be selected"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.stmt, func(t *testing.T) {
