@@ -28,6 +28,8 @@ var windowShapes = []struct{ stmt, target, recompute string }{
 		"score_running", `SELECT id, sum(v) OVER (ORDER BY v, id) AS running, dense_rank() OVER (ORDER BY grp) AS gr FROM scores`},
 	{`TRANSFORM score_best FROM scores SELECT DISTINCT ON (grp) grp, id AS best_id, v ORDER BY grp, v DESC, best_id`,
 		"score_best", `SELECT DISTINCT ON (grp) grp, id AS best_id, v FROM scores ORDER BY grp, v DESC, id`},
+	{`TRANSFORM score_top2 FROM (SELECT id, grp, v, row_number() OVER (PARTITION BY grp ORDER BY v DESC, id) AS rn FROM scores WHERE v >= 0) s SELECT * WHERE rn <= 2`,
+		"score_top2", `SELECT grp, id, v, rn FROM (SELECT id, grp, v, row_number() OVER (PARTITION BY grp ORDER BY v DESC, id) AS rn FROM scores WHERE v >= 0) s WHERE rn <= 2`},
 	{`TRANSFORM score_top FROM scores SELECT id, v, grp WHERE v IS NOT NULL ORDER BY v DESC, id LIMIT 5`,
 		"score_top", `SELECT id, v, grp FROM scores WHERE v IS NOT NULL ORDER BY v DESC, id LIMIT 5`},
 }

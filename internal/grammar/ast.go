@@ -148,10 +148,15 @@ type Transform struct {
 	// OrderBy are ORDER BY's items (canonical SQL, with DESC, NULLS ...
 	// as written), OrderByColumns the columns they read; Limit is LIMIT's
 	// row count (0 when there is none).
-	OrderBy            []string
-	OrderByColumns     []ColumnRef
-	OrderByPlain       []*ColumnRef // each item's plain column reference, nil when it is not one
-	Limit              int64
+	OrderBy        []string
+	OrderByColumns []ColumnRef
+	OrderByPlain   []*ColumnRef // each item's plain column reference, nil when it is not one
+	Limit          int64
+	// RankOutput is the output of a top-k over a derived table (`FROM
+	// (SELECT ..., row_number() OVER (...) AS rn FROM t) s SELECT * WHERE
+	// rn <= k`): the rows kept are those whose RankOutput is at most
+	// Limit.
+	RankOutput         string
 	WithoutSourceIndex bool
 	Functions          []string // every function the SQL parts call, as written ("lower", "pg_catalog.lower"), deduplicated
 }

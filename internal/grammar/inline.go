@@ -498,6 +498,17 @@ func (p *stmtParser) inline(t *Transform) (*Transform, *Error) {
 			m.nullable = true // a RIGHT or FULL join can null-extend the FROM side
 		}
 	}
+	rankOut, limit, e := m.topK(t, d, fail)
+	if e != nil {
+		return nil, e
+	}
+	if rankOut != "" {
+		// Top-k per partition: the filter on the rank is kept apart, as
+		// the rank's limit (it applies after the windows, not in WHERE).
+		outer := *t
+		outer.Where, outer.WhereColumns, outer.WhereConjuncts = "", nil, nil
+		t, m.outer = &outer, &outer
+	}
 	switch {
 	case len(t.DistinctOn) > 0 || len(t.OrderBy) > 0 || t.Limit > 0:
 		return nil, fail("DISTINCT ON, ORDER BY and LIMIT over " + d.what + " are not supported: write them in a transform over its tables")
@@ -634,7 +645,68 @@ func (p *stmtParser) inline(t *Transform) (*Transform, *Error) {
 	if e != nil {
 		return nil, p.errAt(e.Kind, d.at, e.Msg+" (once "+d.what+" is inlined: "+b.String()+")")
 	}
+	if rankOut != "" {
+		merged.RankOutput, merged.Limit = rankOut, limit
+	}
 	return merged, nil
+}
+
+// ranks are the window functions a top-k filter may read: the row's
+// place in its partition.
+var ranks = map[string]bool{"row_number": true, "rank": true, "dense_rank": true}
+
+// topK recognises the top-k pattern, `FROM (SELECT ..., row_number()
+// OVER (PARTITION BY g ORDER BY ...) AS rn FROM t) s SELECT * WHERE rn <=
+// k` (also rank and dense_rank, `rn < k`, `rn = 1`): it returns the rank
+// output's name and the limit k, or "" when the statement is not one.
+func (m *inliner) topK(t *Transform, d *derivedRef, fail func(string) *Error) (string, int64, *Error) {
+	in := m.inner
+	if len(in.Windows) == 0 || t.Where == "" || d.slot != 0 || len(t.Joins) > 0 || len(in.Joins) > 0 || t.Aggregated() || t.Distinct {
+		return "", 0, nil
+	}
+	cond, err := parseExpr(t.Where)
+	if err != nil {
+		return "", 0, nil
+	}
+	a := cond.GetAExpr()
+	if a == nil || a.GetKind() != pg.A_Expr_Kind_AEXPR_OP || len(a.GetName()) != 1 {
+		return "", 0, nil
+	}
+	ref, ok := plainColumn(a.GetLexpr())
+	k := a.GetRexpr().GetAConst()
+	if !ok || (ref.Qualifier != "" && ref.Qualifier != d.alias) || k == nil || k.GetIval() == nil {
+		return "", 0, nil
+	}
+	out, ok := m.outs[ref.Column]
+	fc := out.node.GetFuncCall()
+	if !ok || fc == nil || fc.GetOver() == nil {
+		return "", 0, nil
+	}
+	parts := funcNameParts(fc)
+	n := int64(k.GetIval().GetIval())
+	switch a.GetName()[0].GetString_().GetSval() {
+	case "<=":
+	case "<":
+		n--
+	case "=":
+		if n != 1 {
+			return "", 0, fail("a top-k filter keeps the first rows: write " + ref.Column + " <= " + fmt.Sprint(n) + " (" + ref.Column + " = " + fmt.Sprint(n) + " alone is not supported)")
+		}
+	default:
+		return "", 0, nil
+	}
+	if !ranks[parts[len(parts)-1]] {
+		return "", 0, fail("a top-k filter reads row_number(), rank() or dense_rank(); " + quoteToken(ref.Column) + " is " + strings.Join(parts, ".") + "()")
+	}
+	if n < 1 {
+		return "", 0, fail("the top-k filter on " + quoteToken(ref.Column) + " keeps no row")
+	}
+	if !slices.ContainsFunc(t.Select, func(it SelectItem) bool {
+		return it.Star || (len(it.Columns) == 1 && it.Columns[0].Column == ref.Column && it.Name == ref.Column)
+	}) {
+		return "", 0, fail("a top-k transform selects its rank column " + quoteToken(ref.Column) + " (SELECT * or SELECT ..., " + ref.Column + ")")
+	}
+	return ref.Column, n, nil
 }
 
 // renderRef prints the table of slot: a base table, or a derived table

@@ -24,3 +24,27 @@ func TestWindowCalls(t *testing.T) {
 	require.Equal(t, "rank() OVER (PARTITION BY g ORDER BY v DESC, lower(w))", tr.Select[3].Expr)
 	require.Equal(t, []ColumnRef{col("", "g"), col("", "v"), col("", "w")}, tr.Select[3].Columns)
 }
+
+// The top-k pattern over a derived table keeps its filter on the rank
+// apart, as the rank's limit.
+func TestTopKOverDerivedTable(t *testing.T) {
+	t.Parallel()
+	tr := parseTransform(t, `TRANSFORM top3 FROM (SELECT k, g, v, row_number() OVER (PARTITION BY g ORDER BY v DESC, k) AS rn FROM t) s SELECT * WHERE rn <= 3`)
+	require.Equal(t, "rn", tr.RankOutput)
+	require.Equal(t, int64(3), tr.Limit)
+	require.Empty(t, tr.Where)
+	require.Len(t, tr.Windows, 1)
+	tr = parseTransform(t, `TRANSFORM firsts FROM (SELECT k, g, rank() OVER (PARTITION BY g ORDER BY v) AS r FROM t WHERE v > 0) AS s SELECT s.k, s.g, s.r WHERE s.r < 2`)
+	require.Equal(t, "r", tr.RankOutput)
+	require.Equal(t, int64(1), tr.Limit)
+	for _, c := range []struct{ stmt, msg string }{
+		{`TRANSFORM x FROM (SELECT k, g, sum(v) OVER (PARTITION BY g) AS s FROM t) d SELECT * WHERE s <= 3`, "reads row_number(), rank() or dense_rank()"},
+		{`TRANSFORM x FROM (SELECT k, g, row_number() OVER (PARTITION BY g ORDER BY k) AS rn FROM t) d SELECT k, g WHERE rn <= 3`, "selects its rank column"},
+		{`TRANSFORM x FROM (SELECT k, g, row_number() OVER (PARTITION BY g ORDER BY k) AS rn FROM t) d SELECT * WHERE rn = 2`, "rn = 2 alone is not supported"},
+		{`TRANSFORM x FROM (SELECT k, g, row_number() OVER (PARTITION BY g ORDER BY k) AS rn FROM t) d SELECT * WHERE rn < 1`, "keeps no row"},
+		{`TRANSFORM x FROM (SELECT k, g, row_number() OVER (PARTITION BY g ORDER BY k) AS rn FROM t) d SELECT * WHERE rn <= 3 AND g <> 'a'`, "computes window functions"},
+	} {
+		_, err := Parse(c.stmt)
+		require.ErrorContains(t, err, c.msg, c.stmt)
+	}
+}

@@ -196,6 +196,15 @@ func compileWindow(spec *Spec, s *grammar.Transform, tables []*Table, need func(
 	case len(s.Windows) > 0:
 		partition, partCols = s.Windows[0].Partition, s.Windows[0].PartitionColumns
 		spec.Window = &Window{Partition: partition}
+		if s.RankOutput != "" {
+			// Top-k per partition: the rank's output is one of the
+			// columns, and the rows kept are those it ranks within Limit.
+			idx := slices.IndexFunc(s.Select, func(it grammar.SelectItem) bool { return it.Name == s.RankOutput })
+			if idx < 0 {
+				return errs.New(trellistype.CodeValidation, "the top-k's rank column %s is not selected", s.RankOutput)
+			}
+			spec.Window.Rank, spec.Window.Limit = s.Select[idx].Expr, s.Limit
+		}
 		if err := windowsDeterministic(s, from, tables); err != nil {
 			return err
 		}

@@ -185,6 +185,12 @@ var goldenCases = []goldenCase{
 		types:  map[string]string{"customer_id": "bigint", "placed_at": "timestamp with time zone", "last_price": "numeric"},
 	},
 	{
+		name:   "top_k_per_group",
+		stmt:   "TRANSFORM top3 FROM (SELECT id, region, price, row_number() OVER (PARTITION BY region ORDER BY price DESC, id) AS rn FROM orders WHERE status <> 'cancelled') s SELECT * WHERE rn <= 3",
+		tables: []*Table{table("public", "orders", "s", []string{"id"}, orders...)},
+		types:  map[string]string{"region": "text", "id": "bigint", "price": "numeric", "rn": "bigint"},
+	},
+	{
 		name:   "top_k",
 		stmt:   "TRANSFORM priciest FROM orders SELECT id, price * 2 AS doubled, status WHERE status <> 'cancelled' ORDER BY doubled DESC NULLS LAST, id LIMIT 10",
 		tables: []*Table{table("public", "orders", "", []string{"id"}, orders...)},
