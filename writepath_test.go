@@ -508,3 +508,75 @@ func TestCapturedDomainValuesRenderAlikeFromEverySession(t *testing.T) {
 	e.converge(c)
 	e.assertMatches("by_d", "SELECT d, sum(v) AS s, count(*) AS n FROM ev GROUP BY d")
 }
+
+// A writer whose own lock_timeout is small never fails on the lock reclaim
+// takes on a ledger segment. A REPEATABLE READ writer that took its
+// snapshot before the ring rotated still appends to the segment it saw as
+// current, which reclaim may lock (ACCESS EXCLUSIVE, for its TRUNCATE):
+// the writer waits for it, and its change reaches the target.
+func TestWriterWithSmallLockTimeoutOutlastsReclaimLock(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE src (id int PRIMARY KEY, v int NOT NULL)`)
+	e.exec(`INSERT INTO src SELECT i, i FROM generate_series(1, 10) i`)
+	writer := e.role("writer", "GRANT SELECT, UPDATE ON src TO %s")
+	c := e.engine()
+	_, err := c.Define(e.ctx, "TRANSFORM copy FROM src SELECT v AS v")
+	require.NoError(t, err)
+	e.waitState(c, "copy", trellis.StateLive)
+
+	conn, err := writer.Acquire(e.ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	tx, err := conn.Begin(e.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(e.ctx) }()
+	var pid int
+	_, err = tx.Exec(e.ctx, `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`)
+	require.NoError(t, err)
+	_, err = tx.Exec(e.ctx, `SET LOCAL lock_timeout = '20ms'`)
+	require.NoError(t, err)
+	require.NoError(t, tx.QueryRow(e.ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+	// The writer's snapshot is taken: the ring's current segment, as it sees it.
+	var seen int
+	require.NoError(t, tx.QueryRow(e.ctx, `SELECT count(*) FROM src`).Scan(&seen))
+	var stale string
+	require.NoError(t, e.db.QueryRow(e.ctx, `SELECT format('ledger_%s', cur) FROM trellis.ring`).Scan(&stale))
+	e.eventually("the ring rotated", func() bool {
+		e.exec(`UPDATE src SET v = v + 1 WHERE id = 10`)
+		var now string
+		require.NoError(t, e.db.QueryRow(e.ctx, `SELECT format('ledger_%s', cur) FROM trellis.ring`).Scan(&now))
+		return now != stale
+	})
+
+	// The lock reclaim takes on the segment the writer will append to.
+	reclaim, err := e.db.Begin(e.ctx)
+	require.NoError(t, err)
+	defer func() { _ = reclaim.Rollback(e.ctx) }()
+	_, err = reclaim.Exec(e.ctx, `LOCK TABLE trellis.`+stale+` IN ACCESS EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() {
+		_, err := tx.Exec(e.ctx, `UPDATE src SET v = 100 WHERE id = 1`)
+		done <- err
+	}()
+	var werr error
+	waited := false
+	e.eventually("the writer waits on the segment's lock, or is done", func() bool {
+		select {
+		case werr = <-done:
+			return true
+		default:
+		}
+		require.NoError(t, e.db.QueryRow(e.ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = $1 AND NOT granted)`, pid).Scan(&waited))
+		return waited
+	})
+	require.NoError(t, werr, "the writer's statement failed on reclaim's lock")
+	require.NoError(t, reclaim.Rollback(e.ctx))
+	if waited {
+		require.NoError(t, <-done, "the writer's statement failed on reclaim's lock")
+	}
+	require.NoError(t, tx.Commit(e.ctx))
+	e.converge(c)
+	e.assertMatches("copy", "SELECT id, v FROM src")
+}

@@ -102,6 +102,12 @@ func settingsFor(types []string) string {
 // and the staging worker fits capture to the table. The probe writes
 // nothing, so its subtransaction takes no transaction id: a writer's long
 // transaction never overflows PostgreSQL's subtransaction cache.
+//
+// It waits for the locks it takes whatever the writer's lock_timeout: a
+// writer whose snapshot predates a rotation of the ring (REPEATABLE READ)
+// appends to a segment that is no longer current, on which reclaim may
+// hold its brief ACCESS EXCLUSIVE lock, and a small lock_timeout of the
+// writer's would then fail its statement.
 func (n Names) FunctionSQL(s catalog.Source) string {
 	cat := ident.Quote(n.Catalog)
 	// Captured columns that are no longer recorded (dropped from the
@@ -139,6 +145,7 @@ func (n Names) FunctionSQL(s catalog.Source) string {
 	head := fmt.Sprintf(`CREATE OR REPLACE FUNCTION %s.%s() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET lock_timeout = 0
 %sAS $trellis$
 DECLARE
   s int;
