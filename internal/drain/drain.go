@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgerrcode"
@@ -46,6 +47,10 @@ type Engine struct {
 	Ledger *ledger.Ledger
 	// Recompute applies a page's keys.
 	Recompute *recompute.Recomputer
+
+	// applying counts the pages the engine's workers hold: an idle worker
+	// does not try to claim a page another of them holds.
+	applying atomic.Int64
 }
 
 // Worker is one drain worker.
@@ -113,8 +118,8 @@ func (w *Worker) step(ctx context.Context, claim bool) (bool, time.Duration, err
 	if err != nil {
 		return true, 0, err
 	}
-	if o.PageDue && !claim {
-		return true, 0, nil // a page another worker cut
+	if int64(o.PagesDue) > w.e.applying.Load() && !claim {
+		return true, 0, nil // a page no worker of this engine holds
 	}
 	if o.NewRows && o.CutIn == 0 {
 		n, err := w.e.Ledger.Cut(ctx, false)
@@ -123,9 +128,9 @@ func (w *Worker) step(ctx context.Context, claim bool) (bool, time.Duration, err
 		}
 	}
 	wait := backoff.Jitter(w.e.PollInterval)
-	if o.NewRows {
-		// Changes are gathering: wake when their cut is due (another
-		// worker may have just cut: then about one interval from now).
+	if o.NewRows && w.e.Ledger.WaitForCut(w.id, o.CutIn) {
+		// Changes are gathering: this worker wakes when their cut is due
+		// (another may have just cut: then about one interval from now).
 		wait = min(wait, max(o.CutIn, ledger.MinCutInterval))
 	}
 	return false, wait, nil
@@ -168,6 +173,8 @@ func (w *Worker) drainPage(ctx context.Context, careful int64) (bool, error) {
 		// be more work, so say a page was found.
 		return careful != 0, nil
 	}
+	w.e.applying.Add(1)
+	defer w.e.applying.Add(-1)
 	// A panic applying the page fails the page (a DrainFailure, retried
 	// with backoff), never the host process.
 	var srcs []int
@@ -393,12 +400,9 @@ func reads(t *catalog.Transform, src int) bool {
 	return t.Spec.Source.ID == src || (t.Spec.Join != nil && t.Spec.Join.Source.ID == src)
 }
 
-// reload refreshes the definitions when the catalog generation moved.
-func (w *Worker) reload(ctx context.Context, tx pgx.Tx) error {
-	var gen int64
-	if err := tx.QueryRow(ctx, w.e.Cat.SQL("SELECT gen FROM %s.trellis_instance")).Scan(&gen); err != nil {
-		return err
-	}
+// reload refreshes the definitions when the catalog generation (gen,
+// read with the page's claim) moved.
+func (w *Worker) reload(ctx context.Context, tx pgx.Tx, gen int64) error {
 	if w.loaded && gen == w.gen {
 		return nil
 	}
@@ -477,7 +481,7 @@ func malformed(c ledger.Change, src *catalog.Source) string {
 // Carefully, a transform on which a row fails is diagnosed key by key.
 func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *ledger.Page, careful bool) ([]int, error) {
 	w.applied, w.tally = 0, recompute.Tally{}
-	if err := w.reload(ctx, tx); err != nil {
+	if err := w.reload(ctx, tx, p.Gen); err != nil {
 		return nil, fmt.Errorf("loading definitions: %w", err)
 	}
 	changes, err := w.e.Ledger.Changes(ctx, tx, p)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/trellis-pg/trellis/internal/locks"
@@ -41,15 +43,12 @@ func (l *Ledger) cut(ctx context.Context, force bool, emptyAfter time.Duration) 
 	}
 	var lo, hi string
 	var ageMS float64
-	if err := tx.QueryRow(ctx, l.Cat.SQL(sqlLastCut)).Scan(&lo, &ageMS); err != nil {
+	if err := tx.QueryRow(ctx, l.Cat.SQL(sqlLastCutAndSnapshot)).Scan(&lo, &ageMS, &hi); err != nil {
 		return 0, fmt.Errorf("reading the last cut: %w", err)
 	}
 	age := time.Duration(ageMS * float64(time.Millisecond))
 	if !force && age < l.pace.interval() {
 		return 0, nil // let changes gather into fewer, larger pages
-	}
-	if err := tx.QueryRow(ctx, sqlSnapshot).Scan(&hi); err != nil {
-		return 0, err
 	}
 	rows, err := tx.Query(ctx, l.Cat.SQL(sqlCutCounts), lo, hi, allBuckets())
 	if err != nil {
@@ -78,39 +77,29 @@ func (l *Ledger) cut(ctx context.Context, force bool, emptyAfter time.Duration) 
 	if total == 0 && !force && (emptyAfter <= 0 || ageMS < float64(emptyAfter.Milliseconds())) {
 		return 0, nil
 	}
-	var n int64
-	if err := tx.QueryRow(ctx, l.Cat.SQL(sqlInsertCut), hi).Scan(&n); err != nil {
-		return 0, fmt.Errorf("recording a cut: %w", err)
-	}
 	// Group buckets, in order, into pages of about PageTarget rows. Each
 	// page lists the segments its rows are in: the count above saw every
 	// row committed in hi, so no other segment holds one of the page's.
-	pages := 0
+	var buckets, segments []string
 	var cur []int32
 	var size int64
 	segs := map[int32]bool{}
-	flush := func() error {
+	flush := func() {
 		if len(cur) == 0 {
-			return nil
+			return
 		}
 		list := make([]int32, 0, len(segs))
 		for s := range segs {
 			list = append(list, s)
 		}
 		slices.Sort(list)
-		if _, err := tx.Exec(ctx, l.Cat.SQL(sqlInsertPage), n, lo, hi, cur, list); err != nil {
-			return fmt.Errorf("recording a page: %w", err)
-		}
-		pages++
+		buckets, segments = append(buckets, intArray(cur)), append(segments, intArray(list))
 		cur, size = nil, 0
 		clear(segs)
-		return nil
 	}
 	for _, c := range counts {
 		if size > 0 && size+c.n > PageTarget {
-			if err := flush(); err != nil {
-				return 0, err
-			}
+			flush()
 		}
 		cur = append(cur, c.bucket)
 		size += c.n
@@ -118,12 +107,27 @@ func (l *Ledger) cut(ctx context.Context, force bool, emptyAfter time.Duration) 
 			segs[s] = true
 		}
 	}
-	if err := flush(); err != nil {
-		return 0, err
+	flush()
+	if _, err := tx.Exec(ctx, l.Cat.SQL(sqlInsertCutAndPages), hi, lo, buckets, segments); err != nil {
+		return 0, fmt.Errorf("recording a cut: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return 0, err
 	}
 	l.pace.observe(total, age)
-	return pages, nil
+	return len(buckets), nil
+}
+
+// intArray is an int array's literal ({1,2,3}).
+func intArray(xs []int32) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, x := range xs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(int(x)))
+	}
+	b.WriteByte('}')
+	return b.String()
 }

@@ -460,7 +460,7 @@ func TestLookSaysWhatIsDue(t *testing.T) {
 	f.appendRows(t, f.pool, 1, 3, 10)
 	o, err = f.l.Look(f.ctx)
 	require.NoError(t, err)
-	require.False(t, o.PageDue)
+	require.Zero(t, o.PagesDue)
 	require.True(t, o.NewRows)
 
 	// A writer still open: its rows are not new rows yet.
@@ -473,7 +473,7 @@ func TestLookSaysWhatIsDue(t *testing.T) {
 	f.appendRows(t, open, 1, 4, 1)
 	o, err = f.l.Look(f.ctx)
 	require.NoError(t, err)
-	require.True(t, o.PageDue, "the cut's page")
+	require.Equal(t, 1, o.PagesDue, "the cut's page")
 	require.False(t, o.NewRows, "an uncommitted row is not new")
 	require.LessOrEqual(t, o.CutIn, ledger.MinCutInterval, "a quiet ledger's cuts are MinCutInterval apart")
 
@@ -483,12 +483,21 @@ func TestLookSaysWhatIsDue(t *testing.T) {
 	require.NoError(t, open.Commit(f.ctx))
 	o, err = f.l.Look(f.ctx)
 	require.NoError(t, err)
-	require.False(t, o.PageDue)
+	require.Zero(t, o.PagesDue)
 	require.True(t, o.NewRows, "committed since the cut")
 }
 
 func TestCutInterval(t *testing.T) {
 	t.Parallel()
+	// One worker of a process waits for the next cut; another may once
+	// that wait is over.
+	l := &ledger.Ledger{}
+	require.True(t, l.WaitForCut(1, time.Millisecond))
+	require.False(t, l.WaitForCut(2, time.Millisecond))
+	require.True(t, l.WaitForCut(1, time.Millisecond), "the waiter again")
+	time.Sleep(time.Millisecond + ledger.MinCutInterval)
+	require.True(t, l.WaitForCut(2, time.Millisecond))
+
 	require.Equal(t, ledger.MinCutInterval, ledger.CutInterval(0))
 	require.Equal(t, ledger.MinCutInterval, ledger.CutInterval(ledger.QuietRate))
 	require.Equal(t, 2*ledger.MinCutInterval, ledger.CutInterval(2*ledger.QuietRate))

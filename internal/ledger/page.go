@@ -24,6 +24,8 @@ type Page struct {
 	// by an older release, which reads every segment).
 	Segs     []int32
 	Attempts int // failed attempts so far
+	// Gen is the catalog's generation, read with the claim.
+	Gen int64
 }
 
 // Change is one changed key of a source: its values, the old values of the
@@ -47,9 +49,9 @@ func (l *Ledger) Claim(ctx context.Context, tx pgx.Tx, id int64) (*Page, error) 
 	var p Page
 	var err error
 	if id != 0 {
-		err = tx.QueryRow(ctx, l.Cat.SQL(sqlClaimPage), id).Scan(&p.ID, &p.Lo, &p.Hi, &p.Buckets, &p.Segs, &p.Attempts)
+		err = tx.QueryRow(ctx, l.Cat.SQL(sqlClaimPage), id).Scan(&p.ID, &p.Lo, &p.Hi, &p.Buckets, &p.Segs, &p.Attempts, &p.Gen)
 	} else {
-		err = tx.QueryRow(ctx, l.Cat.SQL(sqlClaim)).Scan(&p.ID, &p.Lo, &p.Hi, &p.Buckets, &p.Segs, &p.Attempts)
+		err = tx.QueryRow(ctx, l.Cat.SQL(sqlClaim)).Scan(&p.ID, &p.Lo, &p.Hi, &p.Buckets, &p.Segs, &p.Attempts, &p.Gen)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil

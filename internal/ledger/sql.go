@@ -5,7 +5,9 @@ const (
 	sqlSnapshot = `SELECT pg_current_snapshot()::text`
 
 	// Cuts.
-	sqlLastCut = `SELECT snap::text, extract(epoch FROM clock_timestamp() - cut_at) * 1000 FROM %[1]s.cuts ORDER BY n DESC LIMIT 1`
+	// The last cut, its age, and the snapshot of the next (the cutter
+	// holds the cut lock).
+	sqlLastCutAndSnapshot = `SELECT snap::text, extract(epoch FROM clock_timestamp() - cut_at) * 1000, pg_current_snapshot()::text FROM %[1]s.cuts ORDER BY n DESC LIMIT 1`
 
 	// The new rows of each bucket, and the segments they are in.
 	sqlCutCounts = `
@@ -15,18 +17,25 @@ WHERE bucket = ANY($3::int[])
   AND pg_visible_in_snapshot(xid, $2::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
 GROUP BY bucket ORDER BY bucket`
 
-	// An idle worker's look (pace.go): whether a page is due, the age of
+	// An idle worker's look (pace.go): how many pages are due, the age of
 	// the last cut, and whether rows were committed since it ($1 lists every
 	// bucket, for the (bucket, xid) index).
 	sqlOutlook = `
-SELECT EXISTS (SELECT 1 FROM %[1]s.pages WHERE NOT done AND (retry_at IS NULL OR retry_at <= clock_timestamp())),
+SELECT (SELECT count(*) FROM %[1]s.pages WHERE NOT done AND (retry_at IS NULL OR retry_at <= clock_timestamp())),
        extract(epoch FROM clock_timestamp() - c.cut_at) * 1000,
        EXISTS (SELECT 1 FROM %[1]s.ledger l
                WHERE l.bucket = ANY ($1::int[]) AND l.xid >= pg_snapshot_xmin(c.snap) AND NOT pg_visible_in_snapshot(l.xid, c.snap))
 FROM (SELECT snap, cut_at FROM %[1]s.cuts ORDER BY n DESC LIMIT 1) c`
 
-	sqlInsertCut  = `INSERT INTO %[1]s.cuts (snap) VALUES ($1::pg_snapshot) RETURNING n`
-	sqlInsertPage = `INSERT INTO %[1]s.pages (cut, lo, hi, buckets, segs) VALUES ($1, $2::pg_snapshot, $3::pg_snapshot, $4, $5)`
+	// A cut (snapshot $1) and its pages, in one statement: the pages'
+	// buckets and segments, one array literal each, in $3 and $4; $2 is
+	// the previous cut's snapshot.
+	sqlInsertCutAndPages = `
+WITH c AS (INSERT INTO %[1]s.cuts (snap) VALUES ($1::pg_snapshot) RETURNING n)
+INSERT INTO %[1]s.pages (cut, lo, hi, buckets, segs)
+SELECT c.n, $2::pg_snapshot, $1::pg_snapshot, p.buckets::int[], p.segs::int[]
+FROM c, unnest($3::text[], $4::text[]) WITH ORDINALITY AS p(buckets, segs, i)
+ORDER BY p.i`
 
 	// The drained frontier: the newest cut whose pages, and all older ones, are done.
 	sqlFrontier = `
@@ -79,7 +88,7 @@ FROM %[1]s.ring r, generate_series(0, r.nsegs - 1) i ORDER BY i`
 
 	// Pages (page.go).
 	sqlClaim = `
-SELECT id, lo::text, hi::text, buckets, segs, attempts FROM %[1]s.pages
+SELECT id, lo::text, hi::text, buckets, segs, attempts, (SELECT gen FROM %[1]s.trellis_instance) FROM %[1]s.pages
 WHERE NOT done AND (retry_at IS NULL OR retry_at <= clock_timestamp())
 ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`
 
@@ -111,7 +120,7 @@ UPDATE %[1]s.pages SET attempts = attempts + 1,
 WHERE id = $1`
 
 	sqlClaimPage = `
-SELECT id, lo::text, hi::text, buckets, segs, attempts FROM %[1]s.pages
+SELECT id, lo::text, hi::text, buckets, segs, attempts, (SELECT gen FROM %[1]s.trellis_instance) FROM %[1]s.pages
 WHERE id = $1 AND NOT done FOR UPDATE SKIP LOCKED`
 
 	// The changes of the sources $1 that the snapshot sees committed and
