@@ -59,13 +59,21 @@ const (
 	// trigger (the floor) and Trellis, interleaved in one run. It runs
 	// only when Options.Only names it.
 	Compare = "compare"
+	// Sustain writes at a steady rate for the whole Options.Duration and
+	// samples the ledger's size, the ring's rotations and the workers'
+	// memory. It runs only when Options.Only names it.
+	Sustain = "sustain"
+	// Scale runs short side-by-side phases over numbers of writers,
+	// transforms and drain workers. It runs only when Options.Only names
+	// it.
+	Scale = "scale"
 )
 
 // All lists the benchmarks Run runs by default, in the order it runs them.
 var All = []string{Write, Latency, Drain, Backfill}
 
 // Known lists every benchmark Options.Only accepts.
-var Known = []string{Write, Latency, Drain, Backfill, Compare}
+var Known = []string{Write, Latency, Drain, Backfill, Compare, Sustain, Scale}
 
 // Defaults of Options.
 const (
@@ -136,6 +144,10 @@ type Options struct {
 	// the side-by-side and sustain benchmarks print the statements their
 	// Trellis phases ran, by total time (what each drain page sends).
 	Statements bool
+	// ScaleWriters, ScaleTransforms and ScaleWorkers are the points of the
+	// scale benchmark's three axes: writer connections, transforms on the
+	// one source, drain workers (nil: 1, 2, 4, 8; 1, 10, 100; 1, 2, 4).
+	ScaleWriters, ScaleTransforms, ScaleWorkers []int
 	// Logf receives progress messages; nil discards them.
 	Logf func(format string, args ...any)
 }
@@ -145,6 +157,15 @@ func (o Options) withDefaults() Options {
 	o.Duration = cmp.Or(o.Duration, DefaultDuration)
 	o.Changes = cmp.Or(o.Changes, DefaultChanges)
 	o.Shape = cmp.Or(o.Shape, Projection)
+	if o.ScaleWriters == nil {
+		o.ScaleWriters = DefaultScaleWriters
+	}
+	if o.ScaleTransforms == nil {
+		o.ScaleTransforms = DefaultScaleTransforms
+	}
+	if o.ScaleWorkers == nil {
+		o.ScaleWorkers = DefaultScaleWorkers
+	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
@@ -176,6 +197,13 @@ func (o Options) validate() error {
 		return errors.New("bench: Options.Rate must not be negative")
 	case o.Statements && o.URL != "":
 		return errors.New("bench: Options.Statements loads pg_stat_statements into the throwaway server, not into a server given by Options.URL")
+	}
+	for _, axis := range [][]int{o.ScaleWriters, o.ScaleTransforms, o.ScaleWorkers} {
+		for _, n := range axis {
+			if n < 1 {
+				return errors.New("bench: the scale benchmark's points must be positive")
+			}
+		}
 	}
 	return nil
 }
@@ -294,7 +322,7 @@ func RunResults(ctx context.Context, opts Options, w io.Writer) ([]Result, error
 		name string
 		fn   func(context.Context, *env) ([]Result, error)
 	}{
-		{Write, s.write}, {Latency, s.latency}, {Drain, s.drain}, {Backfill, s.backfill}, {Compare, s.compare},
+		{Write, s.write}, {Latency, s.latency}, {Drain, s.drain}, {Backfill, s.backfill}, {Compare, s.compare}, {Sustain, s.sustain}, {Scale, s.scale},
 	}
 	var all []Result
 	var errs []error

@@ -90,6 +90,27 @@ func TestBenchCompareSmoke(t *testing.T) {
 	smoke(t, Options{Only: []string{Compare}, Rows: 2000, Changes: 2000, Duration: 300 * time.Millisecond})
 }
 
+// TestBenchSustainSmoke runs the sustain benchmark for a moment at a low
+// rate: a ledger size and a heap figure.
+func TestBenchSustainSmoke(t *testing.T) {
+	smoke(t, Options{Only: []string{Sustain}, Rows: 2000, Changes: 2000, Duration: 1500 * time.Millisecond, Rate: 300})
+}
+
+// TestBenchScaleSmoke runs the scale benchmark on two points of each axis
+// but workers, paced (so the pacing is exercised too).
+func TestBenchScaleSmoke(t *testing.T) {
+	smoke(t, Options{Only: []string{Scale}, Rows: 2000, Changes: 2000, Duration: 300 * time.Millisecond, Rate: 500,
+		ScaleWriters: []int{1, 2}, ScaleTransforms: []int{1, 2}, ScaleWorkers: []int{1}})
+}
+
+func TestBadPacingAndScalePoints(t *testing.T) {
+	for _, o := range []Options{{Load: 1.5}, {Rate: -1}, {ScaleWorkers: []int{0}}, {URL: "postgres://localhost/x", Statements: true}} {
+		if _, err := RunResults(context.Background(), o, &bytes.Buffer{}); err == nil {
+			t.Errorf("%+v: no error", o)
+		}
+	}
+}
+
 func TestDurableNeedsTheThrowawayServer(t *testing.T) {
 	_, err := RunResults(context.Background(), Options{URL: "postgres://localhost/x", Durable: true}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "Durable") {

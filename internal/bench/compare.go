@@ -7,12 +7,12 @@ import (
 )
 
 // compareRounds is how many times the side-by-side benchmark runs each of
-// its three configurations, interleaved.
+// its four configurations, interleaved.
 const compareRounds = 2
 
 // compare runs the write benchmark's workload (4 connections of
-// single-row UPDATEs) on one table in three configurations, interleaved
-// (plain, floor, Trellis, then Trellis, floor, plain, and so on), so that
+// single-row UPDATEs) on one table in four configurations, interleaved
+// (plain, floor, capture, Trellis, then Trellis, capture, floor, plain), so that
 // table growth, checkpoints and the machine's other work fall on all of
 // them alike:
 //
@@ -21,6 +21,8 @@ const compareRounds = 2
 //   - floor: an empty statement-level AFTER UPDATE trigger with transition
 //     tables fires (ENABLE ALWAYS, so it fires in replica mode), the least
 //     any trigger-based capture costs;
+//   - capture: capture fires and no drain worker runs (the backlog is
+//     drained after the phase, not counted): the capture's own cost;
 //   - trellis: capture fires and 2 drain workers apply it; the phase's CPU
 //     is counted until the drain has caught up, so it is the whole cost of
 //     a maintained write.
@@ -49,7 +51,11 @@ FOR EACH STATEMENT EXECUTE FUNCTION %s()`, src, e.table("bench_floor"))); err !=
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = c.Close() }()
+	defer func() {
+		if c != nil {
+			_ = c.Close()
+		}
+	}()
 	if _, err := e.define(ctx, c); err != nil {
 		return nil, err
 	}
@@ -84,10 +90,12 @@ FOR EACH STATEMENT EXECUTE FUNCTION %s()`, src, e.table("bench_floor"))); err !=
 		name    string
 		replica bool   // the writers in replica mode: capture does not fire
 		floor   string // ENABLE ALWAYS or DISABLE the floor trigger
+		noDrain bool   // capture fires with no drain worker running
 	}
 	configs := []config{
 		{name: "plain", replica: true, floor: "DISABLE"},
 		{name: "floor", replica: true, floor: "ENABLE ALWAYS"},
+		{name: "capture", replica: false, floor: "DISABLE", noDrain: true},
 		{name: "trellis", replica: false, floor: "DISABLE"},
 	}
 	type sums struct{ tps, cpu []float64 }
@@ -109,6 +117,12 @@ FOR EACH STATEMENT EXECUTE FUNCTION %s()`, src, e.table("bench_floor"))); err !=
 		}
 		e.checkpoint(ctx)
 		e.quiesce(ctx)
+		if cf.noDrain {
+			if err := c.Close(); err != nil {
+				return err
+			}
+			c = nil
+		}
 		if !cf.replica {
 			stmts.reset(ctx)
 		}
@@ -121,7 +135,7 @@ FOR EACH STATEMENT EXECUTE FUNCTION %s()`, src, e.table("bench_floor"))); err !=
 		if err != nil {
 			return err
 		}
-		if !cf.replica {
+		if !cf.replica && !cf.noDrain {
 			lag, err := e.catchUp(ctx, c, limit, "after "+cf.name)
 			if err != nil {
 				return err
@@ -129,6 +143,16 @@ FOR EACH STATEMENT EXECUTE FUNCTION %s()`, src, e.table("bench_floor"))); err !=
 			lags = append(lags, lag)
 		}
 		cpu := m.perChange(ctx, float64(warm+n))
+		if cf.noDrain {
+			// The workers again, and the phase's backlog drained before
+			// the next phase (not counted).
+			if c, err = e.connect(ctx, true, drainWorkers); err != nil {
+				return err
+			}
+			if _, err := e.catchUp(ctx, c, limit, "the capture phase's backlog"); err != nil {
+				return err
+			}
+		}
 		e.logf("%s: %.0f tx/s, %.0f µs CPU per write", cf.name, tps, cpu)
 		if !cf.replica {
 			stmts.report(ctx, cf.name+" phase", float64(warm+n))
@@ -171,6 +195,9 @@ FOR EACH STATEMENT EXECUTE FUNCTION %s()`, src, e.table("bench_floor"))); err !=
 		withCPU(result("compare/floor", avg(plain.tps), avg(got["floor"].tps), "tx/s",
 			order+"; an empty statement trigger with transition tables: the floor of trigger capture"),
 			avg(plain.cpu), avg(got["floor"].cpu)),
+		withCPU(result("compare/capture", avg(plain.tps), avg(got["capture"].tps), "tx/s",
+			order+"; capture only, no drain worker running (the drain's own cost is trellis minus this)"),
+			avg(plain.cpu), avg(got["capture"].cpu)),
 		withCPU(result("compare/trellis", avg(plain.tps), avg(got["trellis"].tps), "tx/s",
 			order+"; capture + 2 drain workers, CPU counted until the drain caught up ("+strings.Join(lags, ", ")+")"),
 			avg(plain.cpu), avg(got["trellis"].cpu)),

@@ -212,8 +212,13 @@ func (w *writers) setAll(ctx context.Context, sql string) error {
 }
 
 func newWriters(ctx context.Context, url, table string, rows int) (*writers, error) {
+	return newWritersN(ctx, url, table, rows, writeConns)
+}
+
+// newWritersN is newWriters with conns connections.
+func newWritersN(ctx context.Context, url, table string, rows, conns int) (*writers, error) {
 	w := &writers{sql: fmt.Sprintf("UPDATE %s SET v = v + 1 WHERE id = $1", table), rows: rows}
-	for range writeConns {
+	for range conns {
 		c, err := pgx.Connect(ctx, url)
 		if err != nil {
 			w.close()

@@ -60,6 +60,13 @@ a database, each benchmark creates and drops schemas of its own in it.`,
 				return usageErrorf("--rows, --changes and --duration must be positive")
 			}
 			o.URL = g.databaseURL()
+			for _, axis := range [][]int{o.ScaleWriters, o.ScaleTransforms, o.ScaleWorkers} {
+				for _, n := range axis {
+					if n < 1 {
+						return usageErrorf("--scale-writers, --scale-transforms and --scale-workers take positive numbers")
+					}
+				}
+			}
 			if o.Rate < 0 {
 				return usageErrorf("--rate must not be negative")
 			}
@@ -92,6 +99,9 @@ a database, each benchmark creates and drops schemas of its own in it.`,
 	f.Float64Var(&o.Load, "load", 0, "with --side-by-side: pace the writers at this fraction of the plain rate measured first (0.5: half load; 0: flat out)")
 	f.Float64Var(&o.Rate, "rate", 0, "with --side-by-side: pace the writers at this many writes per second in all (overrides --load; for A/B runs)")
 	f.BoolVar(&o.Statements, "statements", false, "load pg_stat_statements into the throwaway server and print what the Trellis phases ran (side-by-side, sustain)")
+	f.IntSliceVar(&o.ScaleWriters, "scale-writers", bench.DefaultScaleWriters, "the scale benchmark's writer connections")
+	f.IntSliceVar(&o.ScaleTransforms, "scale-transforms", bench.DefaultScaleTransforms, "the scale benchmark's numbers of transforms on the one source")
+	f.IntSliceVar(&o.ScaleWorkers, "scale-workers", bench.DefaultScaleWorkers, "the scale benchmark's numbers of drain workers")
 	f.BoolVar(&sideBySide, "side-by-side", false, "run plain writes, an empty-trigger floor and Trellis interleaved in one run, and print their ratios")
 	return cmd
 }
