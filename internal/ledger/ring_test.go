@@ -100,14 +100,16 @@ SELECT cur, 1, $1::int % 64, ARRAY[$1::text] FROM trellis.ring`, n)
 	}
 
 	// The ring is aged before every upkeep, so that it rotates whenever
-	// the next segment is free: eight rotations are two full turns, and
-	// each segment must have been reclaimed to be rotated into again.
+	// the next segment is free: twelve rotations are three full turns, and
+	// each segment must have been reclaimed to be rotated into again. (The
+	// last turn's segments are still held at the end, so with fewer turns
+	// what is kept is near half of a short run's rows.)
 	start := f.ring(t)
 	rotations, last := 0, start
 	inFlight := f.open(t)
 	open = append(open, inFlight)
 	deadline := time.Now().Add(90 * time.Second)
-	for rotations < 8 {
+	for rotations < 12 {
 		require.True(t, time.Now().Before(deadline), "the ring rotated %d times in 90 s with pages in flight", rotations)
 		next := f.open(t)
 		open = append(open, next)
