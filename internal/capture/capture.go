@@ -151,19 +151,35 @@ DECLARE
   s int;
 BEGIN
 `, cat, ident.Quote(n.Function(s.ID)), settingsFor(append(append([]string(nil), s.KeyTypes...), s.CapTypes...)))
-	// probe plans, without running them, the reads of the statement's
-	// rows (from), and reads the current segment.
+	// bySegment is an IF over the current segment s, with one branch per
+	// segment (stmt formats the segment's number and quoted name), and s
+	// set to NULL when it is none of them.
+	bySegment := func(indent, stmt string) string {
+		var b strings.Builder
+		for i := range ledger.Segments {
+			kw := "ELSIF"
+			if i == 0 {
+				kw = "IF"
+			}
+			fmt.Fprintf(&b, "%s%s s = %d THEN\n%s  %s\n", indent, kw, i, indent, fmt.Sprintf(stmt, i, cat+"."+ledger.Segment(i)))
+		}
+		return b.String() + indent + "ELSE\n" + indent + "  s := NULL;\n" + indent + "END IF;\n"
+	}
+	// probe reads the current segment, plans without running them the
+	// reads of the statement's rows (from), and locks the current segment
+	// as appending to it does: from then on until the writer's transaction
+	// ends, nobody can drop or detach it.
 	probe := func(from string) string {
-		q := fmt.Sprintf("SELECT r.cur INTO s FROM %s.ring r LEFT JOIN (SELECT FROM ONLY %s.ledger LIMIT 0) l ON true", cat, cat)
+		q := fmt.Sprintf("SELECT r.cur INTO s FROM %s.ring r", cat)
 		if from != "" {
 			q += " LEFT JOIN (" + from + " LIMIT 0) p ON true"
 		}
-		return q + ";"
+		return q + ";\n" + bySegment("      ", "PERFORM FROM ONLY %[2]s LIMIT 0;")
 	}
 	reread := fmt.Sprintf(`  IF s IS NULL THEN
     -- Capture cannot read this statement's rows: record that the table
     -- must be re-read. A catalog too damaged for that records nothing
-    -- (the staging worker reports it).
+    -- (the staging worker repairs the ledger and re-reads every table).
     BEGIN
       INSERT INTO %[1]s.ledger (seg, src, bucket, key) SELECT r.cur, %[2]d, 0, NULL FROM %[1]s.ring r;
     EXCEPTION WHEN OTHERS THEN
@@ -174,8 +190,7 @@ BEGIN
 `, cat, s.ID)
 	guarded := func(from, body string) string {
 		return fmt.Sprintf(`    BEGIN
-      %s
-    EXCEPTION WHEN OTHERS THEN
+      %s    EXCEPTION WHEN OTHERS THEN
       s := NULL;
     END;
 `, probe(from)) + reread + body
@@ -183,7 +198,14 @@ BEGIN
 	tail := `  RETURN NULL;
 END
 $trellis$`
-	insert := fmt.Sprintf("INSERT INTO %s.ledger (seg, src, bucket, key, vals)\n      SELECT s, %d, pg_catalog.hashtext(c.key::pg_catalog.text) OPERATOR(pg_catalog.&) %d, c.key, c.vals FROM (%%s) AS c(key, vals);", cat, s.ID, ledger.Buckets-1)
+	// insert appends the rows of a query (key, vals) to the current
+	// segment, addressed directly (routing through the partitioned ledger
+	// costs every statement).
+	insert := func(rows string) string {
+		stmt := fmt.Sprintf("INSERT INTO %%[2]s (seg, src, bucket, key, vals)\n        SELECT %%[1]d, %d, pg_catalog.hashtext(c.key::pg_catalog.text) OPERATOR(pg_catalog.&) %d, c.key, c.vals FROM (%s) AS c(key, vals);",
+			s.ID, ledger.Buckets-1, strings.ReplaceAll(rows, "%", "%%"))
+		return strings.TrimLeft(bySegment("    ", stmt), " ")
+	}
 	if s.Partitioned {
 		// A row-level trigger: its probe evaluates the record's fields. A
 		// session's cached plan resolves a field only when it evaluates
@@ -193,14 +215,13 @@ $trellis$`
 		rowGuarded := func(fields string) string {
 			return fmt.Sprintf(`    BEGIN
       PERFORM %s;
-      %s
-    EXCEPTION WHEN OTHERS THEN
+      %s    EXCEPTION WHEN OTHERS THEN
       s := NULL;
     END;
 `, fields, probe("")) + reread
 		}
 		row := func(r, vals string) string {
-			return fmt.Sprintf(insert, "SELECT "+render(r, s.KeyCols, false)+", "+vals)
+			return insert("SELECT " + render(r, s.KeyCols, false) + ", " + vals)
 		}
 		same := make([]string, len(s.KeyCols))
 		for i, k := range s.KeyCols {
@@ -240,9 +261,9 @@ $trellis$`
 %s    %s
   ELSE
 %s  END IF;
-`, guarded("SELECT "+named("nw", false)+" FROM trellis_new nw", ""), fmt.Sprintf(insert, newRows),
-		guarded("SELECT "+named("od", true)+" FROM trellis_old od", ""), fmt.Sprintf(insert, oldRows+" UNION ALL "+moved),
-		guarded("SELECT "+named("od", true)+" FROM trellis_old od", ""), fmt.Sprintf(insert, oldRows),
+`, guarded("SELECT "+named("nw", false)+" FROM trellis_new nw", ""), insert(newRows),
+		guarded("SELECT "+named("od", true)+" FROM trellis_old od", ""), insert(oldRows+" UNION ALL "+moved),
+		guarded("SELECT "+named("od", true)+" FROM trellis_old od", ""), insert(oldRows),
 		"    s := NULL;\n"+reread) + tail
 }
 

@@ -99,4 +99,4 @@ func (l *Ledger) reclaim(ctx context.Context, seg int, frontier string) error {
 }
 
 // segment is the quoted name of segment i of the ring.
-func segment(i int) string { return ident.Quote(fmt.Sprintf("ledger_%d", i)) }
+func segment(i int) string { return ident.Quote(segmentName(i)) }

@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/trellis-pg/trellis/internal/locks"
+	"github.com/trellis-pg/trellis/internal/pgerr"
 )
 
 // RepairSegments makes every segment of the ring a partition of the ledger
@@ -16,10 +20,13 @@ import (
 // the names of the segments created afresh, and of those attached back.
 // The new table is attached, not
 // created as a partition, so the ledger's writers never queue behind it.
-func (l *Ledger) RepairSegments(ctx context.Context) (created, attached []string, err error) {
+// A segment detached while it was the current one held rows no cut saw
+// (capture appends to it by its name): moved reports that the caller must
+// have every transform re-derived then too.
+func (l *Ledger) RepairSegments(ctx context.Context) (created, attached []string, moved bool, err error) {
 	rows, err := l.Pool.Query(ctx, l.Cat.SQL(sqlSegmentStates), l.Cat.Schema)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading the ledger's segments: %w", err)
+		return nil, nil, false, fmt.Errorf("reading the ledger's segments: %w", err)
 	}
 	type state struct {
 		seg               int
@@ -31,7 +38,12 @@ func (l *Ledger) RepairSegments(ctx context.Context) (created, attached []string
 		return s, err
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading the ledger's segments: %w", err)
+		return nil, nil, false, fmt.Errorf("reading the ledger's segments: %w", err)
+	}
+	var cur, nsegs int
+	var age float64
+	if err := l.Pool.QueryRow(ctx, l.Cat.SQL(sqlRing)).Scan(&cur, &nsegs, &age); err != nil {
+		return nil, nil, false, fmt.Errorf("reading the ring: %w", err)
 	}
 	for _, s := range states {
 		if s.attached {
@@ -40,15 +52,88 @@ func (l *Ledger) RepairSegments(ctx context.Context) (created, attached []string
 		name := segment(s.seg)
 		if !s.present {
 			if _, err := l.Pool.Exec(ctx, l.Cat.SQL(sqlCreateSegment, name)); err != nil {
-				return created, attached, fmt.Errorf("recreating the ledger segment %s: %w", name, err)
+				return created, attached, moved, fmt.Errorf("recreating the ledger segment %s: %w", name, err)
 			}
-			created = append(created, fmt.Sprintf("ledger_%d", s.seg))
-		} else {
-			attached = append(attached, fmt.Sprintf("ledger_%d", s.seg))
+			created = append(created, segmentName(s.seg))
+		} else if s.seg == cur {
+			// Capture appends to the current segment by its name, so
+			// writers go on appending to it detached, and attaching it
+			// waits for them: they are moved to another segment first.
+			for _, o := range states {
+				if o.attached {
+					moved = true
+					if _, err := l.Pool.Exec(ctx, l.Cat.SQL(sqlRotate), o.seg, cur); err != nil {
+						return created, attached, moved, fmt.Errorf("moving writers off the detached segment %s: %w", name, err)
+					}
+					break
+				}
+			}
 		}
-		if _, err := l.Pool.Exec(ctx, l.Cat.SQL(sqlAttachSegment, name, strconv.Itoa(s.seg))); err != nil {
-			return created, attached, fmt.Errorf("attaching the ledger segment %s: %w", name, err)
+		ok, err := l.attach(ctx, name, s.seg)
+		if err != nil {
+			return created, attached, moved, err
+		}
+		if !ok {
+			// Writers of the segment still hold it: the next pass tries again.
+			continue
+		}
+		if s.present {
+			attached = append(attached, segmentName(s.seg))
 		}
 	}
-	return created, attached, nil
+	return created, attached, moved, nil
+}
+
+// attach attaches a segment back to the ledger, waiting at most
+// SegmentLockWait for it (writers that appended to it while it was
+// detached hold it until their transactions end). It reports false when
+// the lock was not granted.
+func (l *Ledger) attach(ctx context.Context, name string, seg int) (bool, error) {
+	err := pgx.BeginFunc(ctx, l.Pool, func(tx pgx.Tx) error {
+		if err := locks.SetTimeout(ctx, tx, SegmentLockWait); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, l.Cat.SQL(sqlAttachSegment, name, strconv.Itoa(seg)))
+		return err
+	})
+	if pgerr.Is(err, pgerrcode.LockNotAvailable) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("attaching the ledger segment %s: %w", name, err)
+	}
+	return true, nil
+}
+
+// NoteRepair records, in the ring, that segments were repaired: a
+// transaction that wrote while one was gone recorded nothing, and may
+// commit after its readers were re-derived. RepairSettled says when every
+// such transaction has ended, so that they are re-derived once more.
+func (l *Ledger) NoteRepair(ctx context.Context) error {
+	_, err := l.Pool.Exec(ctx, l.Cat.SQL(sqlNoteRepair))
+	return err
+}
+
+// RepairSettled reports whether every transaction that was running when
+// the last repair was noted has ended since (and then clears the note,
+// in tx, which re-derives the transforms). The first call after the note
+// only takes the snapshot of the transactions to wait for: it is taken
+// after the repair committed, so every writer that could have missed it
+// is in it.
+func (l *Ledger) RepairSettled(ctx context.Context, tx pgx.Tx) (bool, error) {
+	var pending, snapped, ended bool
+	if err := tx.QueryRow(ctx, l.Cat.SQL(sqlRepairState)).Scan(&pending, &snapped, &ended); err != nil {
+		return false, fmt.Errorf("reading the ring's repair: %w", err)
+	}
+	switch {
+	case !pending:
+		return false, nil
+	case !snapped:
+		_, err := tx.Exec(ctx, l.Cat.SQL(sqlRepairSnapshot))
+		return false, err
+	case !ended:
+		return false, nil
+	}
+	_, err := tx.Exec(ctx, l.Cat.SQL(sqlRepairDone))
+	return err == nil, err
 }

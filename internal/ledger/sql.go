@@ -85,6 +85,13 @@ FROM %[1]s.ring r, generate_series(0, r.nsegs - 1) i ORDER BY i`
 	// %[3]s is the segment's number.
 	sqlCreateSegment = `CREATE TABLE IF NOT EXISTS %[1]s.%[2]s (LIKE %[1]s.ledger INCLUDING DEFAULTS)`
 	sqlAttachSegment = `ALTER TABLE %[1]s.ledger ATTACH PARTITION %[1]s.%[2]s FOR VALUES IN (%[3]s)`
+	// A repair's second re-derive (segments.go): noted, then the snapshot
+	// of the transactions to wait for, then done once they all ended.
+	sqlNoteRepair  = `UPDATE %[1]s.ring SET repair_pending = true, repair_snap = NULL`
+	sqlRepairState = `SELECT repair_pending, repair_snap IS NOT NULL,
+       coalesce(pg_snapshot_xmin(pg_current_snapshot()) >= pg_snapshot_xmax(repair_snap), false) FROM %[1]s.ring`
+	sqlRepairSnapshot = `UPDATE %[1]s.ring SET repair_snap = pg_current_snapshot() WHERE repair_pending`
+	sqlRepairDone     = `UPDATE %[1]s.ring SET repair_pending = false, repair_snap = NULL`
 
 	// Pages (page.go).
 	sqlClaim = `

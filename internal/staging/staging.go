@@ -119,9 +119,17 @@ func (w *Worker) buildFinished(ctx context.Context, id int, target plan.Target) 
 // the ledger's upkeep waits for it without failing the pass, so the rest
 // of staging goes on. It reports whether every segment is usable.
 func (w *Worker) repairLedger(ctx context.Context) bool {
-	created, attached, err := w.Ledger.RepairSegments(ctx)
+	created, attached, moved, err := w.Ledger.RepairSegments(ctx)
 	if len(attached) > 0 {
 		w.Logger.Warn("a ledger segment was detached outside Trellis; it is attached back with its rows", "segment", strings.Join(attached, ","))
+	}
+	if moved {
+		n, rerr := w.rederiveAll(ctx)
+		if rerr != nil && err == nil {
+			err = fmt.Errorf("re-deriving the transforms after moving writers off a detached segment: %w", rerr)
+		}
+		w.Logger.Error("the current ledger segment was detached outside Trellis; writers are moved to another, and every transform is re-derived from its sources",
+			"transforms", n, "reason", "the rows capture appended to the detached segment were in no cut")
 	}
 	if len(created) > 0 {
 		n, rerr := w.rederiveAll(ctx)
@@ -131,6 +139,16 @@ func (w *Worker) repairLedger(ctx context.Context) bool {
 		w.Logger.Error("a ledger segment was missing; it is recreated, and every transform is re-derived from its sources",
 			"segment", strings.Join(created, ","), "transforms", n,
 			"reason", "the segment was dropped outside Trellis, and the changes it held are lost")
+	}
+	if moved || len(created) > 0 {
+		// A transaction that wrote while its segment was gone recorded
+		// nothing, and may commit after the re-derive read its table.
+		if nerr := w.Ledger.NoteRepair(ctx); nerr != nil && err == nil {
+			err = fmt.Errorf("noting the repair: %w", nerr)
+		}
+	}
+	if rerr := w.rederiveSettled(ctx); rerr != nil && err == nil {
+		err = rerr
 	}
 	if err != nil {
 		if ctx.Err() == nil && err.Error() != w.repairFailure {
@@ -143,22 +161,52 @@ func (w *Worker) repairLedger(ctx context.Context) bool {
 	return true
 }
 
+// rederiveSettled re-derives every transform once more when the
+// transactions that were running as the ledger was last repaired have all
+// ended (Ledger.RepairSettled): one of them may have written, recording
+// nothing, and committed after the first re-derive read its table.
+func (w *Worker) rederiveSettled(ctx context.Context) error {
+	var n int64
+	var due bool
+	err := pgx.BeginFunc(ctx, w.Pool, func(tx pgx.Tx) error {
+		var err error
+		if due, err = w.Ledger.RepairSettled(ctx, tx); err != nil || !due {
+			return err
+		}
+		n, err = w.rederiveIn(ctx, tx)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("re-deriving the transforms after a ledger repair: %w", err)
+	}
+	if due {
+		w.Logger.Warn("the transactions running when the ledger was repaired have ended; every transform is re-derived once more, with what they wrote", "transforms", n)
+	}
+	return nil
+}
+
 // rederiveAll has every transform that is live or building rebuilt from
 // its sources, and reports how many.
 func (w *Worker) rederiveAll(ctx context.Context) (int64, error) {
 	var n int64
 	err := pgx.BeginFunc(ctx, w.Pool, func(tx pgx.Tx) error {
-		if err := locks.DDL(ctx, tx, w.Cat.Schema); err != nil {
-			return err
-		}
-		tag, err := tx.Exec(ctx, w.Cat.SQL(sqlRederiveAll))
-		if err != nil {
-			return err
-		}
-		n = tag.RowsAffected()
-		return w.Cat.BumpGen(ctx, tx)
+		var err error
+		n, err = w.rederiveIn(ctx, tx)
+		return err
 	})
 	return n, err
+}
+
+// rederiveIn is rederiveAll in tx.
+func (w *Worker) rederiveIn(ctx context.Context, tx pgx.Tx) (int64, error) {
+	if err := locks.DDL(ctx, tx, w.Cat.Schema); err != nil {
+		return 0, err
+	}
+	tag, err := tx.Exec(ctx, w.Cat.SQL(sqlRederiveAll))
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), w.Cat.BumpGen(ctx, tx)
 }
 
 // Run works until ctx ends.
