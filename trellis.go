@@ -440,7 +440,7 @@ func (c *Client) Definitions(ctx context.Context) ([]DefinitionSummary, error) {
 			out = append(out, DefinitionSummary{
 				Target: t.Target.String(), Statement: t.Statement, State: t.State,
 				Since: t.StateSince, CreatedAt: t.CreatedAt,
-				Sources: t.Spec.Tables(),
+				Sources: t.Spec.Tables(), Views: t.Spec.ViewNames(),
 			})
 		}
 		return nil

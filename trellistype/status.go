@@ -36,6 +36,9 @@ type Status struct {
 	// Sources are the qualified tables the transform reads (the FROM
 	// table, then a joined one).
 	Sources []string `json:"sources"`
+	// Views are the qualified views the definition reads; their
+	// queries were inlined, so their base tables are among Sources.
+	Views []string `json:"views"`
 	// PausedReason says why a paused transform is paused ("" otherwise;
 	// null in JSON).
 	PausedReason string `json:"paused_reason"`
@@ -213,7 +216,9 @@ type DefinitionSummary struct {
 	State     State     `json:"state"`
 	Since     time.Time `json:"since"`
 	// Sources are the qualified source tables it reads.
-	Sources   []string  `json:"sources"`
+	Sources []string `json:"sources"`
+	// Views are the qualified views it reads (their tables are Sources).
+	Views     []string  `json:"views"`
 	CreatedAt time.Time `json:"created_at"`
 }
 

@@ -40,10 +40,14 @@ const (
 	// (SELECT grp, sum(v) AS total, count(*) AS n FROM bench_src GROUP BY
 	// grp) FROM per SELECT grp, total, n (inlined into the GROUP BY).
 	CTE = "cte"
+	// View: the projection's source and bench_view AS SELECT id, v FROM
+	// bench_src WHERE v >= 0; TRANSFORM bench_tgt FROM bench_view SELECT v
+	// AS v (the view's query inlined into the projection it stands for).
+	View = "view"
 )
 
 // Shapes lists every shape; the first is the default.
-var Shapes = []string{Projection, GroupBy, Join, Quarantine, Having, Global, Derived, CTE}
+var Shapes = []string{Projection, GroupBy, Join, Quarantine, Having, Global, Derived, CTE, View}
 
 const (
 	shapeGroups    = 10_000 // groups of the groupby shape
@@ -55,8 +59,8 @@ const (
 type shape struct {
 	name string
 	// definition is the transform's SELECT as plain SQL (%[1]s is
-	// bench_src, %[2]s bench_customers), with the target's columns, key
-	// first, as Trellis names them.
+	// bench_src, %[2]s bench_customers, %[3]s bench_view), with the
+	// target's columns, key first, as Trellis names them.
 	definition string
 	keys, vals []string
 	// The latency poller reads pollKey and pollVal of the target.
@@ -78,6 +82,13 @@ func shapeOf(name string) shape {
 			definition: "SELECT grp, total, n FROM (SELECT grp, sum(v) AS total, count(*) AS n FROM %[1]s GROUP BY grp) per",
 			keys:       []string{"grp"}, vals: []string{"total", "n"},
 			pollKey: "grp", pollVal: "total",
+		}
+	case View:
+		return shape{
+			name:       View,
+			definition: "SELECT id, v FROM %[3]s",
+			keys:       []string{"id"}, vals: []string{"v"},
+			pollKey: "id", pollVal: "v",
 		}
 	case Derived:
 		return shape{
@@ -143,6 +154,8 @@ func (e *env) transform() string {
 		return fmt.Sprintf("TRANSFORM %s FROM %s SELECT sum(v) AS total, count(*) AS n", tgt, src)
 	case Derived:
 		return fmt.Sprintf("TRANSFORM %s FROM (SELECT id, v FROM %s WHERE v >= 0) s SELECT s.v AS v", tgt, src)
+	case View:
+		return fmt.Sprintf("TRANSFORM %s FROM %s SELECT v AS v", tgt, e.table("bench_view"))
 	case CTE:
 		return fmt.Sprintf("TRANSFORM %s WITH per AS (SELECT grp, sum(v) AS total, count(*) AS n FROM %s GROUP BY grp) FROM per SELECT grp, total, n", tgt, src)
 	default:
@@ -152,7 +165,7 @@ func (e *env) transform() string {
 
 // definition is the transform's query as plain SQL.
 func (e *env) definition() string {
-	return fmt.Sprintf(e.shape.definition, e.table("bench_src"), e.table("bench_customers"))
+	return fmt.Sprintf(e.shape.definition, e.table("bench_src"), e.table("bench_customers"), e.table("bench_view"))
 }
 
 // createSource creates the shape's source tables, vacuumed and analysed:
@@ -198,6 +211,9 @@ func (e *env) createSource(ctx context.Context, rows int) error {
 			fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (id)", src),
 			fmt.Sprintf("VACUUM (ANALYZE) %s", src),
 		}
+		if e.shape.name == View {
+			qs = append(qs, fmt.Sprintf("CREATE VIEW %s AS SELECT id, v FROM %s WHERE v >= 0", e.table("bench_view"), src))
+		}
 	}
 	for _, q := range qs {
 		if err := e.exec(ctx, q); err != nil {
@@ -241,7 +257,7 @@ type prober struct {
 
 func (e *env) prober() *prober {
 	n := e.shape.name
-	return &prober{groups: n == GroupBy || n == Having || n == Global, global: n == Global, rowV: map[int64]int64{}, total: map[int64]int64{}}
+	return &prober{groups: n == GroupBy || n == Having || n == Global || n == CTE, global: n == Global, rowV: map[int64]int64{}, total: map[int64]int64{}}
 }
 
 // wrote records that row id now has v and returns the target key to poll

@@ -180,9 +180,13 @@ func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error 
 // tables it reads, and compiles it: the resolved sides, the spec, and the
 // columns whose old values each side's capture must record. It changes
 // nothing but a chain's upstream key (keyTarget), in tx.
-func (e *Engine) compile(ctx context.Context, tx pgx.Tx, s *grammar.Transform) ([]*side, plan.Spec, [][]string, error) {
+func (e *Engine) compile(ctx context.Context, tx pgx.Tx, s *grammar.Transform, text string) ([]*side, plan.Spec, [][]string, error) {
 	if tgt := e.target(s.Target); tgt.Schema == e.Cat.Schema {
 		return nil, plan.Spec{}, nil, errs.New(trellistype.CodeValidation, "a target cannot be created in Trellis's catalog schema %q", e.Cat.Schema)
+	}
+	s, views, err := e.expandViews(ctx, tx, s, text)
+	if err != nil {
+		return nil, plan.Spec{}, nil, err
 	}
 	from, err := e.loadSide(ctx, tx, s.From)
 	if err != nil {
@@ -211,6 +215,7 @@ func (e *Engine) compile(ctx context.Context, tx pgx.Tx, s *grammar.Transform) (
 	if err != nil {
 		return nil, plan.Spec{}, nil, err
 	}
+	spec.Views = views
 	return sides, spec, needs, nil
 }
 
@@ -241,7 +246,7 @@ func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) 
 	tgt := e.target(s.Target)
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
 		// The target is checked after the tables it reads, as before.
-		sides, spec, needs, err := e.compile(ctx, tx, s)
+		sides, spec, needs, err := e.compile(ctx, tx, s, text)
 		if err != nil {
 			return err
 		}

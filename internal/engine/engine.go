@@ -305,6 +305,9 @@ func (e *Engine) resume(ctx context.Context, a grammar.Address) (trellistype.App
 		if err != nil {
 			return err
 		}
+		if err := staleViews(t.Spec); err != nil {
+			return err
+		}
 		if col != "" {
 			i := slices.IndexFunc(t.Spec.Columns, func(c plan.Column) bool { return c.Name == col })
 			if i < 0 || !t.Spec.Columns[i].Paused {
@@ -718,6 +721,7 @@ func (e *Engine) Status(ctx context.Context, target string) (*trellistype.Status
 		Since:        t.StateSince,
 		Statement:    t.Statement,
 		Sources:      t.Spec.Tables(),
+		Views:        t.Spec.ViewNames(),
 		PausedReason: t.PausedReason,
 		BuildRows:    t.BuildRows,
 	}

@@ -264,3 +264,27 @@ const (
 	sqlAddColumn     = `ALTER TABLE %[2]s ADD COLUMN %[3]s %[4]s`
 	sqlDropColumn    = `ALTER TABLE %[2]s DROP COLUMN %[3]s`
 )
+
+// The views a definition reads (views.go).
+const (
+	// sqlViewFacts reads a view's definition (printed under the pinned
+	// search_path, so every name outside pg_catalog is qualified), its
+	// fingerprint, and whether it is a security_barrier or
+	// security_invoker view. Parameter: its oid.
+	sqlViewFacts = `
+SELECT pg_get_viewdef(c.oid), md5(pg_get_viewdef(c.oid)),
+       EXISTS (SELECT 1 FROM unnest(coalesce(c.reloptions, '{}')) o WHERE lower(o) ~ '^security_barrier=(true|on|yes|1)$'),
+       EXISTS (SELECT 1 FROM unnest(coalesce(c.reloptions, '{}')) o WHERE lower(o) ~ '^security_invoker=(true|on|yes|1)$')
+FROM pg_class c WHERE c.oid = $1::oid`
+
+	// sqlViewTables lists the tables a view's query reads directly, with
+	// whether the session may read them and whether they have row level
+	// security enabled. Parameter: the view's oid.
+	sqlViewTables = `
+SELECT DISTINCT t.oid::regclass::text, has_table_privilege(t.oid, 'SELECT'), t.relrowsecurity
+FROM pg_rewrite r
+JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid AND d.refclassid = 'pg_class'::regclass
+JOIN pg_class t ON t.oid = d.refobjid AND t.oid <> r.ev_class AND t.relkind IN ('r', 'p')
+WHERE r.ev_class = $1::oid
+ORDER BY 1`
+)

@@ -272,7 +272,7 @@ func (e *Engine) planSync(ctx context.Context, tx pgx.Tx, items []SyncItem, prun
 // applied; extra runs a further check. With spec, the compiled spec is
 // stored there.
 func (e *Engine) checkSync(ctx context.Context, tx pgx.Tx, w *want, extra func() error, spec ...*plan.Spec) error {
-	_, sp, _, err := e.compile(ctx, tx, w.item.Stmt)
+	_, sp, _, err := e.compile(ctx, tx, w.item.Stmt, w.item.Text)
 	if err == nil {
 		err = extra()
 	}

@@ -3,6 +3,8 @@
 // defined, which functions it calls and a fingerprint of each, and finds
 // the transforms whose functions were since replaced (CREATE OR REPLACE
 // FUNCTION) or dropped, to re-derive them or pause them with the reason.
+// The views a definition inlined are watched alike: one replaced or
+// dropped pauses its readers with the reason.
 package funcwatch
 
 import (
@@ -10,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -91,14 +94,34 @@ func changed(ctx context.Context, q catalog.Querier, cat *catalog.Catalog) ([]in
 	if err != nil {
 		return nil, fmt.Errorf("checking the functions transforms call: %w", err)
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[int])
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return nil, fmt.Errorf("checking the functions transforms call: %w", err)
+	}
+	rows, err = q.Query(ctx, cat.SQL(sqlViewsChanged))
+	if err != nil {
+		return nil, fmt.Errorf("checking the views transforms read: %w", err)
+	}
+	views, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return nil, fmt.Errorf("checking the views transforms read: %w", err)
+	}
+	for _, id := range views {
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
 }
 
 // Change is what Rederive did to one transform.
 type Change struct {
 	Target plan.Target
-	// Functions are the signatures of the functions that changed.
+	// Functions are the signatures of the functions that changed, Views
+	// the names of the views that changed.
 	Functions []string
+	Views     []string
 	// Paused is set when the definition no longer runs (a function it
 	// calls is gone): the transform is paused with Reason. Otherwise a
 	// transform that was not paused is rebuilt.
@@ -202,6 +225,15 @@ func rederive(ctx context.Context, tx pgx.Tx, cat *catalog.Catalog, t *catalog.T
 	default:
 		return ch, perr
 	}
+	views, reason, err := viewChanges(ctx, tx, spec.Views)
+	if err != nil {
+		return ch, err
+	}
+	if reason != "" {
+		spec.Views = views
+		ch.Views = changedViews(views, t.Spec.Views)
+		ch.Paused, ch.Reason = true, reason
+	}
 	raw, err := json.Marshal(spec)
 	if err != nil {
 		return ch, err
@@ -215,4 +247,66 @@ func rederive(ctx context.Context, tx pgx.Tx, cat *catalog.Catalog, t *catalog.T
 		_, err = tx.Exec(ctx, cat.SQL(sqlRebuild), t.ID)
 	}
 	return ch, err
+}
+
+// viewChanges marks the recorded views that were replaced or dropped
+// since (their fingerprint is the current one, or "" when gone) and says
+// why the transform pauses; "" when none changed.
+func viewChanges(ctx context.Context, tx pgx.Tx, views []plan.View) ([]plan.View, string, error) {
+	if len(views) == 0 {
+		return views, "", nil
+	}
+	oids := make([]uint32, len(views))
+	for i, v := range views {
+		oids[i] = v.OID
+	}
+	rows, err := tx.Query(ctx, sqlViewsCurrent, oids)
+	if err != nil {
+		return nil, "", err
+	}
+	now := map[uint32]*string{}
+	for rows.Next() {
+		var oid uint32
+		var fp *string
+		if err := rows.Scan(&oid, &fp); err != nil {
+			rows.Close()
+			return nil, "", err
+		}
+		now[oid] = fp
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, "", err
+	}
+	out := slices.Clone(views)
+	var reasons []string
+	for i, v := range out {
+		fp := now[v.OID]
+		switch {
+		case v.Changed != "":
+			continue
+		case fp == nil:
+			out[i].Changed, out[i].Fingerprint = "dropped", ""
+		case *fp != v.Fingerprint:
+			out[i].Changed, out[i].Fingerprint = "replaced", *fp
+		default:
+			continue
+		}
+		reasons = append(reasons, "view "+v.Name+" was "+out[i].Changed)
+	}
+	if len(reasons) == 0 {
+		return views, "", nil
+	}
+	return out, strings.Join(reasons, ", ") + ": the transform inlined the view's definition when it was defined, and keeps reading that; DROP TRANSFORM and define it again to read the view as it is now", nil
+}
+
+// changedViews names the views now marked changed that were not before.
+func changedViews(now, was []plan.View) []string {
+	var out []string
+	for i, v := range now {
+		if v.Changed != "" && (i >= len(was) || was[i].Changed == "") {
+			out = append(out, v.Name)
+		}
+	}
+	return out
 }

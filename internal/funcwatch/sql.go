@@ -47,6 +47,22 @@ LEFT JOIN pg_proc p ON p.oid = (f->>'oid')::oid
 WHERE (` + fingerprint + `) IS DISTINCT FROM f->>'fingerprint'
 ORDER BY t.id`
 
+	// sqlViewsChanged lists the transforms one of whose recorded views
+	// was replaced or dropped and is not marked changed yet (views.go).
+	sqlViewsChanged = `
+SELECT DISTINCT t.id FROM %[1]s.transforms t
+CROSS JOIN LATERAL jsonb_array_elements(coalesce(t.spec->'views', '[]')) v
+LEFT JOIN pg_class c ON c.oid = (v->>'oid')::oid AND c.relkind = 'v'
+WHERE coalesce(v->>'changed', '') = ''
+  AND (CASE WHEN c.oid IS NULL THEN NULL ELSE md5(pg_get_viewdef(c.oid)) END) IS DISTINCT FROM v->>'fingerprint'
+ORDER BY t.id`
+
+	// sqlViewsCurrent reads the current fingerprint of recorded views;
+	// NULL for those that are gone. Parameter: their oids.
+	sqlViewsCurrent = `
+SELECT v.oid, CASE WHEN c.oid IS NULL THEN NULL ELSE md5(pg_get_viewdef(c.oid)) END
+FROM unnest($1::oid[]) AS v(oid) LEFT JOIN pg_class c ON c.oid = v.oid AND c.relkind = 'v'`
+
 	// sqlCurrent reads the current fingerprint of recorded functions;
 	// NULL for those that are gone. Parameter: their oids.
 	sqlCurrent = `

@@ -48,6 +48,54 @@ type cte struct {
 // maxDepth bounds how deeply derived tables and CTEs nest.
 const maxDepth = 32
 
+// Views expands a view a statement reads: for a table name, the view's
+// query (plain SQL) and true when the name is a view, false when it is
+// not. An error refuses the view; its text is the message.
+type Views func(Name) (query string, ok bool, err error)
+
+// ParseWithViews parses like Parse, and reads every view the statement
+// names (in FROM, JOIN, a derived table, a CTE or another view) as a
+// derived table of its query, inlined as one (decision 0028).
+func ParseWithViews(text string, views Views) (Statement, error) {
+	src, e := lex(text)
+	if e != nil {
+		return nil, e
+	}
+	p := &stmtParser{source: src, counting: true, views: views}
+	st, e := p.statement()
+	if e != nil {
+		return nil, e
+	}
+	return st, nil
+}
+
+// viewRef turns a reference to a view into a derived table; ok is false
+// when the name is no view.
+func (p *stmtParser) viewRef(ref TableRef, slot, at int) (TableRef, bool, *Error) {
+	var views Views
+	for q := p; q != nil && views == nil; q = q.parent {
+		views = q.views
+	}
+	if views == nil {
+		return ref, false, nil
+	}
+	q, ok, err := views(ref.Table)
+	if err != nil {
+		return ref, false, p.errAt(Invalid, at, err.Error())
+	}
+	if !ok {
+		return ref, false, nil
+	}
+	// A view's query sees no CTE of the statement, only tables and views.
+	scope := &stmtParser{views: views, depth: p.depth}
+	d := derivedRef{slot: slot, query: strings.TrimRight(strings.TrimSpace(q), ";"), alias: qualifier(ref), at: at,
+		what: "view " + quoteToken(ref.Table.String()), scope: scope}
+	if e := p.addDerived(&d); e != nil {
+		return ref, false, e
+	}
+	return TableRef{Table: Name{Name: derivedPlaceholder}, Alias: d.alias}, true, nil
+}
+
 // derivedPlaceholder names the source of a query's TRANSFORM text; it is
 // never a table.
 const derivedPlaceholder = "trellis_derived"

@@ -58,6 +58,7 @@ type stmtParser struct {
 	// that inlining printed).
 	parent   *stmtParser
 	depth    int
+	views    Views // the root's: how views are read (ParseWithViews)
 	ctes     map[string]*cte
 	derived  []derivedRef
 	counting bool
@@ -210,6 +211,9 @@ func (p *stmtParser) sourceRef(what string, slot int) (TableRef, *Error) {
 		return TableRef{}, e
 	}
 	if r, ok, e := p.cteRef(ref, slot, at); e != nil || ok {
+		return r, e
+	}
+	if r, ok, e := p.viewRef(ref, slot, at); e != nil || ok {
 		return r, e
 	}
 	return ref, nil

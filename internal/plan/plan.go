@@ -57,6 +57,9 @@ type Spec struct {
 	// were when it was defined or last re-derived: a change to one
 	// re-derives the target.
 	Functions []Function `json:"functions,omitempty"`
+	// Views are the views the definition reads, inlined (their base
+	// tables are the sources).
+	Views []View `json:"views,omitempty"`
 }
 
 // Window is how a window transform partitions its rows. A change
@@ -71,6 +74,28 @@ type Window struct {
 	// DISTINCT ON. Rank is "" when every row is kept.
 	Rank  string `json:"rank,omitempty"`
 	Limit int64  `json:"limit,omitempty"`
+}
+
+// View is a view a definition reads: its query was inlined when the
+// transform was defined (decision 0028), so a change to it is watched.
+type View struct {
+	OID uint32 `json:"oid"`
+	// Name is the qualified name, "schema.view".
+	Name string `json:"name"`
+	// Fingerprint digests the view's definition (pg_get_viewdef).
+	Fingerprint string `json:"fingerprint"`
+	// Changed, once set, says how the view changed since (replaced,
+	// dropped): the transform still reads the definition it had.
+	Changed string `json:"changed,omitempty"`
+}
+
+// ViewNames are the qualified names of the views the definition reads.
+func (s *Spec) ViewNames() []string {
+	out := make([]string, 0, len(s.Views))
+	for _, v := range s.Views {
+		out = append(out, v.Name)
+	}
+	return out
 }
 
 // Function is a user function a definition calls (directly, through an

@@ -828,6 +828,10 @@ func (w *Worker) rederive(ctx context.Context, tx pgx.Tx) error {
 		return err
 	}
 	for _, ch := range changes {
+		if len(ch.Views) > 0 {
+			w.Logger.Error("a view a transform reads was replaced or dropped; it is paused", "target", ch.Target.String(), "views", ch.Views, "reason", ch.Reason)
+			continue
+		}
 		if ch.Paused {
 			w.Logger.Error("a function a transform calls changed and its definition no longer runs; it is paused", "target", ch.Target.String(), "functions", ch.Functions, "reason", ch.Reason)
 			continue
