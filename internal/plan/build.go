@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/trellis-pg/trellis/internal/ident"
 )
@@ -27,4 +28,49 @@ func (p *Plan) ScratchBuild(scratch string) []string {
 // query, as JSON, without running it (what ScratchBuild's choice reads).
 func (p *Plan) ExplainShape() string {
 	return "EXPLAIN (FORMAT JSON) " + p.shapeQuery()
+}
+
+// EvalAll evaluates a projection over the whole source and writes
+// nothing: it fails when some row's evaluation raises.
+func (p *Plan) EvalAll() string {
+	return fmt.Sprintf("SELECT count(ROW(s.*)) FROM (SELECT %s FROM %s%s) s", p.selectList(), p.from(), p.where())
+}
+
+// FailureScan reads a projection's rows in source key order, past the key
+// $1.. when hasLower, and returns each one's key as text, its columns
+// evaluated as it goes: run with sorting disabled (so the order comes
+// from the key's index) and without parallel workers, a row that raises
+// stops it right after the keys of the rows before it.
+func (p *Plan) FailureScan(hasLower bool) string {
+	var conds []string
+	if hasLower {
+		conds = append(conds, keyTuple(p.srcKey())+" > "+p.cursorTuple(1))
+	}
+	var outs []string
+	for _, k := range p.Spec.Source.KeyCols {
+		outs = append(outs, "s."+ident.Quote(k)+"::text")
+	}
+	return fmt.Sprintf("SELECT %s, ROW(s.*) IS NULL FROM (SELECT %s FROM %s%s ORDER BY %s) s",
+		strings.Join(outs, ", "), p.selectList(), p.from(), p.where(conds...), strings.Join(p.srcKey(), ", "))
+}
+
+// NextKey is the source key (as text) of the first row a projection
+// selects, past the key $1.. when hasLower.
+func (p *Plan) NextKey(hasLower bool) string {
+	var conds, outs []string
+	if hasLower {
+		conds = append(conds, keyTuple(p.srcKey())+" > "+p.cursorTuple(1))
+	}
+	for _, k := range p.srcKey() {
+		outs = append(outs, k+"::text")
+	}
+	return fmt.Sprintf("SELECT %s FROM %s%s ORDER BY %s LIMIT 1", strings.Join(outs, ", "), p.from(),
+		p.where(conds...), strings.Join(p.srcKey(), ", "))
+}
+
+// EvalKey evaluates a projection on the row of the source key $1.. and
+// writes nothing: it fails when that row's evaluation raises.
+func (p *Plan) EvalKey() string {
+	return fmt.Sprintf("SELECT count(ROW(s.*)) FROM (SELECT %s FROM %s%s) s", p.selectList(), p.from(),
+		p.where(keyTuple(p.srcKey())+" = "+p.cursorTuple(1)))
 }

@@ -158,3 +158,17 @@ func (r *Recomputer) SampleKeys(ctx context.Context, tx pgx.Tx, t *catalog.Trans
 	}
 	return nil
 }
+
+// QuarantineBuilt quarantines columns of a transform whose build wrote
+// its rows with them paused, keeping the rows each failed on as samples
+// (fails, by column; each with at least one row): the build found them
+// itself, in one ordered scan of the source per column. The caller holds
+// every key lock of the transform.
+func (r *Recomputer) QuarantineBuilt(ctx context.Context, tx pgx.Tx, t *catalog.Transform, fails map[string][]Failure) error {
+	ap := r.applier(&Tally{})
+	if err := ap.quarantineColumns(ctx, tx, NewSet(t), fails); err != nil {
+		return err
+	}
+	r.Metrics.ColumnsQuarantined(ap.tally.Columns)
+	return nil
+}

@@ -73,11 +73,27 @@ func (w *Worker) buildAllAtOnce(ctx context.Context, tx pgx.Tx, t *catalog.Trans
 	}
 	drop := w.Cat.SQL(sqlDropConstraint, t.Target.Quoted(), ident.Quote(pkey))
 	add := w.Cat.SQL(sqlAddPrimaryKey, t.Target.Quoted(), ident.Quote(pkey), ident.List(pl.Spec.Source.KeyCols))
-	rows, ok, err = w.buildKeyAfter(ctx, tx, t, drop, []string{pl.InsertAll()}, add)
-	if ok {
-		w.method = BuildInOneStatement
+	rows, cause, err := w.tryKeyAfter(ctx, tx, t, drop, []string{pl.InsertAll()}, add)
+	if err != nil {
+		return 0, false, err
 	}
-	return rows, ok, err
+	if cause == nil {
+		w.method = BuildInOneStatement
+		return rows, true, nil
+	}
+	if recompute.RowError(cause) {
+		// A bad row: perhaps a column failing on some rows, which one
+		// statement can build without and quarantine.
+		rows, ok, err = w.buildQuarantining(ctx, tx, t, drop, add)
+		if err != nil || ok {
+			if ok {
+				w.method = BuildQuarantining
+			}
+			return rows, ok, err
+		}
+	}
+	w.Logger.Warn("building with the target's key added after the rows failed; building the usual way", "target", t.Target.String(), "error", cause)
+	return 0, false, nil
 }
 
 // buildKeyAfter runs a build's statements with the target's key dropped
@@ -90,6 +106,20 @@ func (w *Worker) buildAllAtOnce(ctx context.Context, tx pgx.Tx, t *catalog.Trans
 // nothing, when anything fails: the caller then builds the usual way.
 // rows is what the last statement wrote.
 func (w *Worker) buildKeyAfter(ctx context.Context, tx pgx.Tx, t *catalog.Transform, drop string, stmts []string, create string) (rows int64, ok bool, err error) {
+	rows, cause, err := w.tryKeyAfter(ctx, tx, t, drop, stmts, create)
+	if err != nil {
+		return 0, false, err
+	}
+	if cause != nil {
+		w.Logger.Warn("building with the target's key added after the rows failed; building the usual way", "target", t.Target.String(), "error", cause)
+		return 0, false, nil
+	}
+	return rows, true, nil
+}
+
+// tryKeyAfter is buildKeyAfter without its log record: cause is why it
+// changed nothing (nil when it built), err a failure of the context.
+func (w *Worker) tryKeyAfter(ctx context.Context, tx pgx.Tx, t *catalog.Transform, drop string, stmts []string, create string) (rows int64, cause, err error) {
 	err = recompute.Savepoint(ctx, tx, func() error {
 		all := append(append([]string{"LOCK TABLE " + t.Target.Quoted() + " IN ACCESS EXCLUSIVE MODE NOWAIT", drop}, stmts...), create)
 		for i, q := range all {
@@ -105,12 +135,11 @@ func (w *Worker) buildKeyAfter(ctx context.Context, tx pgx.Tx, t *catalog.Transf
 	})
 	if err != nil {
 		if ctx.Err() != nil {
-			return 0, false, err
+			return 0, nil, err
 		}
-		w.Logger.Warn("building with the target's key added after the rows failed; building the usual way", "target", t.Target.String(), "error", err)
-		return 0, false, nil
+		return 0, err, nil
 	}
-	return rows, true, nil
+	return rows, nil, nil
 }
 
 // nextInitialPage inserts the next page of an initial build in one

@@ -226,3 +226,7 @@ const (
 	sqlDropConstraint = `ALTER TABLE %[2]s DROP CONSTRAINT %[3]s`
 	sqlAddPrimaryKey  = `ALTER TABLE %[2]s ADD CONSTRAINT %[3]s PRIMARY KEY (%[4]s)`
 )
+
+// sqlOrderedScan makes the rest of a savepoint's scans run in the order of
+// an index, row by row, without parallel workers (staging's failure scans).
+const sqlOrderedScan = `SELECT set_config('enable_sort', 'off', true), set_config('max_parallel_workers_per_gather', '0', true)`

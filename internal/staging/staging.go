@@ -39,6 +39,10 @@ const (
 	// scratch table, its rows copied into the target, the key index
 	// created after them.
 	BuildThroughScratch = "scratch table"
+	// BuildQuarantining: one INSERT ... SELECT with the columns that
+	// failed on some rows paused (and quarantined), the key index created
+	// after the rows.
+	BuildQuarantining = "one statement, columns quarantined"
 	// BuildInPages: key-ordered pages, or statements under the target's
 	// index, a failing row diagnosed key by key.
 	BuildInPages = "pages"
