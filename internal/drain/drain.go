@@ -541,7 +541,7 @@ func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *ledger.Page, caref
 			if careful {
 				affected = w.affectedCareful
 			}
-			if err := affected(ctx, tx, wk, s, bySrc[s]); err != nil {
+			if err := recompute.Under(ctx, tx, t, func() error { return affected(ctx, tx, wk, s, bySrc[s]) }); err != nil {
 				return srcs, &transformError{t: t, err: err}
 			}
 		}
@@ -578,20 +578,29 @@ func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *ledger.Page, caref
 	}
 	for _, id := range order {
 		wk := works[id]
-		if err := rc.BuildBound(ctx, tx, wk); err != nil {
-			return srcs, &transformError{t: wk.T, err: err}
-		}
-		if err := rc.Apply(ctx, tx, wk, careful, &w.tally); err != nil {
-			return srcs, &transformError{t: wk.T, err: err}
-		}
-		w.applied += wk.Len()
-		if q := w.quarantined[id]; len(q) > 0 {
-			if err := rc.RefreshSamples(ctx, tx, wk, q, &w.tally); err != nil {
-				return srcs, &transformError{t: wk.T, err: err}
-			}
+		if err := recompute.Under(ctx, tx, wk.T, func() error { return w.applyWork(ctx, tx, wk, careful) }); err != nil {
+			return srcs, err
 		}
 	}
 	return srcs, nil
+}
+
+// applyWork applies one transform's part of a page.
+func (w *Worker) applyWork(ctx context.Context, tx pgx.Tx, wk *recompute.Set, careful bool) error {
+	rc := w.e.Recompute
+	if err := rc.BuildBound(ctx, tx, wk); err != nil {
+		return &transformError{t: wk.T, err: err}
+	}
+	if err := rc.Apply(ctx, tx, wk, careful, &w.tally); err != nil {
+		return &transformError{t: wk.T, err: err}
+	}
+	w.applied += wk.Len()
+	if q := w.quarantined[wk.T.ID]; len(q) > 0 {
+		if err := rc.RefreshSamples(ctx, tx, wk, q, &w.tally); err != nil {
+			return &transformError{t: wk.T, err: err}
+		}
+	}
+	return nil
 }
 
 // affected adds to wk the target keys a source's changes touch.

@@ -277,6 +277,9 @@ func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) 
 		if err := e.recordTypes(ctx, tx, tgt, &spec); err != nil {
 			return err
 		}
+		if spec.OpSchemas, err = opSchemas(ctx, tx, spec); err != nil {
+			return err
+		}
 		if spec.Functions, err = funcwatch.Probe(ctx, tx, (&plan.Plan{Target: tgt, Spec: spec}).Query()); err != nil {
 			return err
 		}
@@ -565,6 +568,27 @@ func (e *Engine) sourceRow(ctx context.Context, tx pgx.Tx, sd *side) ([]string, 
 	err = tx.QueryRow(ctx, e.Cat.SQL(sqlRenewSource), sd.id, sd.rel.oid, sd.KeyCols, sd.KeyTypes, sd.rel.kind == "p").
 		Scan(&sd.KeyCols, &sd.KeyTypes, &capCols)
 	return capCols, err
+}
+
+// opSchemas are the schemas other than pg_catalog of the = operators of
+// the spec's key types (the sources' and the target's): an extension's
+// type, as citext, compares with its own operators (plan.Spec.OpSchemas).
+func opSchemas(ctx context.Context, tx pgx.Tx, spec plan.Spec) ([]string, error) {
+	types := slices.Clone(spec.Source.KeyTypes)
+	if spec.Join != nil {
+		types = append(types, spec.Join.Source.KeyTypes...)
+	}
+	for _, j := range spec.Joins {
+		types = append(types, j.Source.KeyTypes...)
+	}
+	for _, k := range spec.Key {
+		types = append(types, k.Type)
+	}
+	rows, err := tx.Query(ctx, sqlOpSchemas, types)
+	if err != nil {
+		return nil, fmt.Errorf("reading the operators of the key types: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 // recordTypes reads the target's column types into the spec.

@@ -26,6 +26,13 @@ type Spec struct {
 	Columns []Column `json:"columns"`
 	// GroupBy are the GROUP BY expressions, in the order of Key.
 	GroupBy []string `json:"group_by,omitempty"`
+	// OpSchemas are the schemas, other than pg_catalog, whose operators
+	// compare the values of the source's and the target's keys (an
+	// extension's type, as citext, whose = is its own): the statements over
+	// the keys run with them on the search_path after pg_catalog, so that
+	// =, IN and < mean what they mean for the type, as the definer's
+	// session resolved them.
+	OpSchemas []string `json:"op_schemas,omitempty"`
 	// GroupJoined says the GROUP BY expressions read the joined table.
 	GroupJoined bool `json:"group_joined,omitempty"`
 	// GroupTable is the position of the table the GROUP BY expressions
