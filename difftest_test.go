@@ -20,7 +20,8 @@ import (
 )
 
 // The differential test: random definitions over every shape Trellis has
-// (projection with WHERE, GROUP BY with every aggregate family, inner and
+// (projection with WHERE, window functions, top-k and DISTINCT ON, GROUP
+// BY with every aggregate family, inner and
 // left joins grouped by either side, joins of three tables (star and chain,
 // inner and left, grouped by any of them), chains over each kind of target,
 // partitioned sources), over columns of many types, driven by random DML
@@ -361,6 +362,11 @@ func (g *diffGen) def(i int, prior []diffDef) diffDef {
 		d.cols = append([]string{"id"}, names...)
 		d.recompute = fmt.Sprintf("SELECT a.id, %s FROM %s a%s", strings.Join(exprs, ", "), g.q("a"), where(w))
 		d.kind = "projection"
+		if g.alt.IntN(3) == 0 {
+			// A window, top-k or DISTINCT ON over a instead, drawn from
+			// the alt stream, so the main stream stays as it was.
+			d = g.windowDef(d.name)
+		}
 	case "group":
 		key := g.groupKey("a")
 		aggs := g.aggregates("a")
@@ -451,7 +457,7 @@ func (g *diffGen) def(i int, prior []diffDef) diffDef {
 		for _, p := range prior {
 			// Chains over chains are left out: the generator does not
 			// track a chain's key columns.
-			if p.kind != "leftjoin" && p.kind != "chain" {
+			if p.kind != "leftjoin" && p.kind != "chain" && p.kind != "window" {
 				readable = append(readable, p)
 			}
 		}
@@ -475,6 +481,65 @@ func (g *diffGen) def(i int, prior []diffDef) diffDef {
 			d.recompute = fmt.Sprintf("SELECT u.%s, count(*) FROM %s u GROUP BY u.%s", gcol, up.name, gcol)
 		}
 		d.kind = "chain"
+	}
+	return d
+}
+
+// windowDef draws, from the alt stream only, a window transform over a:
+// window functions over a partition or the whole table, top-k per
+// partition over a derived table, DISTINCT ON, or a global ORDER BY ...
+// LIMIT. Each window's result is deterministic, so the target must equal
+// its recompute exactly.
+func (g *diffGen) windowDef(name string) diffDef {
+	pick := func(xs ...string) string { return xs[g.alt.IntN(len(xs))] }
+	part := pick("a.g", "a.k", "a.ci", "a.n", "a.e", "a.d", "lower(a.k)")
+	w := pick("", " WHERE a.g > 0", " WHERE a.k IS NOT NULL")
+	d := diffDef{name: name, kind: "window"}
+	switch pick("window", "whole", "topk", "distincton", "limit") {
+	case "window", "whole":
+		over := "PARTITION BY " + part
+		if g.alt.IntN(3) == 0 {
+			over = ""
+		}
+		fns := [][2]string{
+			{"w_sum", "sum(a.n) OVER (%s)"}, {"w_cnt", "count(*) OVER (%s)"}, {"w_rank", "rank() OVER (%s ORDER BY a.g)"},
+			{"w_rn", "row_number() OVER (%s ORDER BY a.k, a.id)"}, {"w_max", "max(a.ts) OVER (%s ORDER BY a.n2 RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"},
+			{"w_lag", "lag(a.k) OVER (%s ORDER BY a.g, a.id)"}, {"w_dr", "dense_rank() OVER (%s ORDER BY a.ci)"},
+		}
+		g.alt.Shuffle(len(fns), func(i, j int) { fns[i], fns[j] = fns[j], fns[i] })
+		fns = fns[:1+g.alt.IntN(3)]
+		var sel, exprs []string
+		for _, f := range fns {
+			e := fmt.Sprintf(f[1], over)
+			sel, exprs = append(sel, e+" AS "+f[0]), append(exprs, e)
+			d.cols = append(d.cols, f[0])
+		}
+		if over == "" {
+			d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s a SELECT a.id, %s%s", name, g.q("a"), strings.Join(sel, ", "), w)
+			d.cols = append([]string{"id"}, d.cols...)
+			d.recompute = fmt.Sprintf("SELECT a.id, %s FROM %s a%s", strings.Join(exprs, ", "), g.q("a"), w)
+		} else {
+			d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s a SELECT a.id, %s AS pk, %s%s", name, g.q("a"), part, strings.Join(sel, ", "), w)
+			d.cols = append([]string{"pk", "id"}, d.cols...)
+			d.recompute = fmt.Sprintf("SELECT %s, a.id, %s FROM %s a%s", part, strings.Join(exprs, ", "), g.q("a"), w)
+		}
+	case "topk":
+		k := 1 + g.alt.IntN(3)
+		inner := fmt.Sprintf("SELECT a.id, %s AS pk, a.n, %s() OVER (PARTITION BY %s ORDER BY a.n DESC NULLS LAST, a.id) AS rn FROM %s a%s",
+			part, pick("row_number", "rank", "dense_rank"), part, g.q("a"), w)
+		d.stmt = fmt.Sprintf("TRANSFORM %s FROM (%s) s SELECT * WHERE rn <= %d", name, inner, k)
+		d.cols = []string{"pk", "id", "n", "rn"}
+		d.recompute = fmt.Sprintf("SELECT pk, id, n, rn FROM (%s) s WHERE rn <= %d", inner, k)
+	case "distincton":
+		d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s a SELECT DISTINCT ON (%s) %s AS pk, a.id AS best, a.n%s ORDER BY %s, a.n DESC, a.id",
+			name, g.q("a"), part, part, w, part)
+		d.cols = []string{"pk", "best", "n"}
+		d.recompute = fmt.Sprintf("SELECT DISTINCT ON (%s) %s, a.id, a.n FROM %s a%s ORDER BY %s, a.n DESC, a.id", part, part, g.q("a"), w, part)
+	default:
+		k := 1 + g.alt.IntN(5)
+		d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s a SELECT a.id, a.n, a.k%s ORDER BY a.n DESC NULLS LAST, a.id LIMIT %d", name, g.q("a"), w, k)
+		d.cols = []string{"id", "n", "k"}
+		d.recompute = fmt.Sprintf("SELECT a.id, a.n, a.k FROM %s a%s ORDER BY a.n DESC NULLS LAST, a.id LIMIT %d", g.q("a"), w, k)
 	}
 	return d
 }
