@@ -44,10 +44,24 @@ const (
 	// bench_src WHERE v >= 0; TRANSFORM bench_tgt FROM bench_view SELECT v
 	// AS v (the view's query inlined into the projection it stands for).
 	View = "view"
+	// Window: the groupby shape's source; TRANSFORM bench_tgt FROM
+	// bench_src SELECT grp, v, sum(v) OVER (PARTITION BY grp) AS total
+	// (keyed by grp then id; a change recomputes its partition, 100 rows
+	// at 1M rows).
+	Window = "window"
+	// TopK: the groupby shape's source; TRANSFORM bench_tgt FROM (SELECT
+	// id, grp, v, row_number() OVER (PARTITION BY grp ORDER BY v DESC, id)
+	// AS rn FROM bench_src) s SELECT * WHERE rn <= 3 (the top 3 of each
+	// group).
+	TopK = "topk"
+	// DistinctOn: the groupby shape's source; TRANSFORM bench_tgt FROM
+	// bench_src SELECT DISTINCT ON (grp) grp, id AS best, v ORDER BY grp,
+	// v DESC, id (the top row of each group).
+	DistinctOn = "distincton"
 )
 
 // Shapes lists every shape; the first is the default.
-var Shapes = []string{Projection, GroupBy, Join, Quarantine, Having, Global, Derived, CTE, View}
+var Shapes = []string{Projection, GroupBy, Join, Quarantine, Having, Global, Derived, CTE, View, Window, TopK, DistinctOn}
 
 const (
 	shapeGroups    = 10_000 // groups of the groupby shape
@@ -96,6 +110,29 @@ func shapeOf(name string) shape {
 			definition: "SELECT id, v FROM (SELECT id, v FROM %[1]s WHERE v >= 0) s",
 			keys:       []string{"id"}, vals: []string{"v"},
 			pollKey: "id", pollVal: "v",
+		}
+	case Window:
+		return shape{
+			name:       Window,
+			definition: "SELECT grp, id, v, sum(v) OVER (PARTITION BY grp) AS total FROM %[1]s",
+			keys:       []string{"grp", "id"}, vals: []string{"v", "total"},
+			pollKey: "id", pollVal: "v",
+		}
+	case TopK:
+		// Every write raises a row's v above any before: the row becomes
+		// its group's first, so the poller finds it by id.
+		return shape{
+			name:       TopK,
+			definition: "SELECT grp, id, v, rn FROM (SELECT id, grp, v, row_number() OVER (PARTITION BY grp ORDER BY v DESC, id) AS rn FROM %[1]s) s WHERE rn <= 3",
+			keys:       []string{"grp", "id"}, vals: []string{"v", "rn"},
+			pollKey: "id", pollVal: "v",
+		}
+	case DistinctOn:
+		return shape{
+			name:       DistinctOn,
+			definition: "SELECT DISTINCT ON (grp) grp, id AS best, v FROM %[1]s ORDER BY grp, v DESC, id",
+			keys:       []string{"grp"}, vals: []string{"best", "v"},
+			pollKey: "best", pollVal: "v",
 		}
 	case Having:
 		return shape{
@@ -156,6 +193,12 @@ func (e *env) transform() string {
 		return fmt.Sprintf("TRANSFORM %s FROM (SELECT id, v FROM %s WHERE v >= 0) s SELECT s.v AS v", tgt, src)
 	case View:
 		return fmt.Sprintf("TRANSFORM %s FROM %s SELECT v AS v", tgt, e.table("bench_view"))
+	case Window:
+		return fmt.Sprintf("TRANSFORM %s FROM %s SELECT grp, v, sum(v) OVER (PARTITION BY grp) AS total", tgt, src)
+	case TopK:
+		return fmt.Sprintf("TRANSFORM %s FROM (SELECT id, grp, v, row_number() OVER (PARTITION BY grp ORDER BY v DESC, id) AS rn FROM %s) s SELECT * WHERE rn <= 3", tgt, src)
+	case DistinctOn:
+		return fmt.Sprintf("TRANSFORM %s FROM %s SELECT DISTINCT ON (grp) grp, id AS best, v ORDER BY grp, v DESC, id", tgt, src)
 	case CTE:
 		return fmt.Sprintf("TRANSFORM %s WITH per AS (SELECT grp, sum(v) AS total, count(*) AS n FROM %s GROUP BY grp) FROM per SELECT grp, total, n", tgt, src)
 	default:
@@ -177,7 +220,7 @@ func (e *env) createSource(ctx context.Context, rows int) error {
 	src, cust := e.table("bench_src"), e.table("bench_customers")
 	var qs []string
 	switch e.shape.name {
-	case GroupBy, Having, Global, CTE:
+	case GroupBy, Having, Global, CTE, Window, TopK, DistinctOn:
 		qs = []string{
 			fmt.Sprintf("CREATE TABLE %s (id bigint NOT NULL, grp int NOT NULL, v int, filler text)", src),
 			fmt.Sprintf("INSERT INTO %s SELECT g, g %% %d, 0, repeat('x', %d) FROM generate_series(1, %d) g", src, shapeGroups, fillerWidth, rows),
