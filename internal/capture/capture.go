@@ -165,16 +165,19 @@ BEGIN
 		}
 		return b.String() + indent + "ELSE\n" + indent + "  s := NULL;\n" + indent + "END IF;\n"
 	}
-	// probe reads the current segment, plans without running them the
-	// reads of the statement's rows (from), and locks the current segment
-	// as appending to it does: from then on until the writer's transaction
-	// ends, nobody can drop or detach it.
+	// probe reads the current segment, locks it as appending to it does
+	// (from then on until the writer's transaction ends, nobody can drop
+	// or detach it), and plans without running them the reads of the
+	// statement's rows (from). The reads are planned with the segment, in
+	// one statement: a plan is made again when a relation it reads
+	// changes, and the append to the segment is then planned again too, so
+	// the probe fails whenever the append would.
 	probe := func(from string) string {
-		q := fmt.Sprintf("SELECT r.cur INTO s FROM %s.ring r", cat)
+		stmt := "PERFORM FROM ONLY %[2]s LIMIT 0;"
 		if from != "" {
-			q += " LEFT JOIN (" + from + " LIMIT 0) p ON true"
+			stmt = "PERFORM FROM ONLY %[2]s l RIGHT JOIN (" + strings.ReplaceAll(from, "%", "%%") + " LIMIT 0) p ON true LIMIT 0;"
 		}
-		return q + ";\n" + bySegment("      ", "PERFORM FROM ONLY %[2]s LIMIT 0;")
+		return fmt.Sprintf("SELECT r.cur INTO s FROM %s.ring r;\n", cat) + bySegment("      ", stmt)
 	}
 	reread := fmt.Sprintf(`  IF s IS NULL THEN
     -- Capture cannot read this statement's rows: record that the table
@@ -246,13 +249,11 @@ $trellis$`
 	newRows := "SELECT " + render("nw", s.KeyCols, false) + ", NULL::pg_catalog.text[] FROM trellis_new nw"
 	oldRows := "SELECT " + render("od", s.KeyCols, false) + ", " + render("od", s.CapCols, true) + " FROM trellis_old od"
 	// An update records every old row (its key, and old values when a
-	// reader needs them), and a new row only when its key changed (keys
-	// compared by their text, with no operator of the key's type to resolve).
-	var match []string
-	for _, k := range s.KeyCols {
-		match = append(match, "o2."+ident.Quote(k)+"::pg_catalog.text OPERATOR(pg_catalog.=) nw."+ident.Quote(k)+"::pg_catalog.text")
-	}
-	moved := newRows + " WHERE NOT EXISTS (SELECT 1 FROM trellis_old o2 WHERE " + strings.Join(match, " AND ") + ")"
+	// reader needs them) and every new row's key: the drain reduces them
+	// to the changed keys. Recording only the new keys that are not old
+	// ones cost more than the rows it saves (decision 0023), and its
+	// anti-join, planned once for the statement sizes a session meets
+	// first, could go quadratic on a large update.
 	return head + fmt.Sprintf(`  IF TG_OP = 'INSERT' THEN
 %s    %s
   ELSIF TG_OP = 'UPDATE' THEN
@@ -262,7 +263,7 @@ $trellis$`
   ELSE
 %s  END IF;
 `, guarded("SELECT "+named("nw", false)+" FROM trellis_new nw", ""), insert(newRows),
-		guarded("SELECT "+named("od", true)+" FROM trellis_old od", ""), insert(oldRows+" UNION ALL "+moved),
+		guarded("SELECT "+named("od", true)+" FROM trellis_old od", ""), insert(oldRows+" UNION ALL "+newRows),
 		guarded("SELECT "+named("od", true)+" FROM trellis_old od", ""), insert(oldRows),
 		"    s := NULL;\n"+reread) + tail
 }

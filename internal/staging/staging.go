@@ -117,39 +117,41 @@ func (w *Worker) buildFinished(ctx context.Context, id int, target plan.Target) 
 }
 
 // repairLedger has every ledger segment dropped or detached outside
-// Trellis made a segment again, and the transforms re-derived when one
-// was dropped (the changes it held are gone). Each loss is logged once; a
+// Trellis made a segment again, and the transforms re-derived (the
+// changes a dropped one held are gone, and what capture appended to a
+// detached one was in no cut). Each loss is logged once; a
 // segment that cannot be repaired is logged when its error changes, and
 // the ledger's upkeep waits for it without failing the pass, so the rest
 // of staging goes on. It reports whether every segment is usable.
 func (w *Worker) repairLedger(ctx context.Context) bool {
 	created, attached, moved, err := w.Ledger.RepairSegments(ctx)
-	if len(attached) > 0 {
-		w.Logger.Warn("a ledger segment was detached outside Trellis; it is attached back with its rows", "segment", strings.Join(attached, ","))
-	}
-	if moved {
-		n, rerr := w.rederiveAll(ctx)
+	var n int64
+	if moved || len(created) > 0 || len(attached) > 0 {
+		// Capture appends to a segment by its name: what it appended to one
+		// while it was detached is in no cut, and a dropped one took its
+		// changes along. A transaction that wrote while its segment was
+		// gone recorded nothing, and may commit after the re-derive read
+		// its table: the repair is noted for a second re-derive.
+		var rerr error
+		n, rerr = w.rederiveAll(ctx)
 		if rerr != nil && err == nil {
-			err = fmt.Errorf("re-deriving the transforms after moving writers off a detached segment: %w", rerr)
+			err = fmt.Errorf("re-deriving the transforms after a repair of the ledger: %w", rerr)
 		}
-		w.Logger.Error("the current ledger segment was detached outside Trellis; writers are moved to another, and every transform is re-derived from its sources",
-			"transforms", n, "reason", "the rows capture appended to the detached segment were in no cut")
-	}
-	if len(created) > 0 {
-		n, rerr := w.rederiveAll(ctx)
-		if rerr != nil && err == nil {
-			err = fmt.Errorf("re-deriving the transforms after recreating %s: %w", strings.Join(created, ", "), rerr)
-		}
-		w.Logger.Error("a ledger segment was missing; it is recreated, and every transform is re-derived from its sources",
-			"segment", strings.Join(created, ","), "transforms", n,
-			"reason", "the segment was dropped outside Trellis, and the changes it held are lost")
-	}
-	if moved || len(created) > 0 {
-		// A transaction that wrote while its segment was gone recorded
-		// nothing, and may commit after the re-derive read its table.
 		if nerr := w.Ledger.NoteRepair(ctx); nerr != nil && err == nil {
 			err = fmt.Errorf("noting the repair: %w", nerr)
 		}
+	}
+	if len(attached) > 0 {
+		w.Logger.Warn("a ledger segment was detached outside Trellis; it is attached back with its rows", "segment", strings.Join(attached, ","),
+			"transforms", n, "reason", "what capture appended to it while it was detached was in no cut: every transform is re-derived from its sources")
+	}
+	if moved {
+		w.Logger.Error("the current ledger segment was detached outside Trellis; writers are moved to another segment", "transforms", n)
+	}
+	if len(created) > 0 {
+		w.Logger.Error("a ledger segment was missing; it is recreated, and every transform is re-derived from its sources",
+			"segment", strings.Join(created, ","), "transforms", n,
+			"reason", "the segment was dropped outside Trellis, and the changes it held are lost")
 	}
 	if rerr := w.rederiveSettled(ctx); rerr != nil && err == nil {
 		err = rerr
