@@ -23,7 +23,8 @@ import (
 // (projection with WHERE, window functions, top-k and DISTINCT ON, GROUP
 // BY with every aggregate family, inner and
 // left joins grouped by either side, joins of three tables (star and chain,
-// inner and left, grouped by any of them), chains over each kind of target,
+// inner and left, grouped by any of them), semi- and anti-joins (EXISTS,
+// NOT EXISTS, IN), chains over each kind of target,
 // partitioned sources), over columns of many types, driven by random DML
 // (multi-row statements, key changes, NULLs, TRUNCATE, rollbacks) while the
 // workers' connections are killed at random. After convergence every target
@@ -337,7 +338,7 @@ func (g *diffGen) def(i int, prior []diffDef) diffDef {
 		}
 		return " WHERE " + p
 	}
-	shape := g.pick("projection", "group", "join", "joingroup", "join3", "join3group", "partition", "chain")
+	shape := g.pick("projection", "group", "join", "joingroup", "join3", "join3group", "semi", "partition", "chain")
 	if shape == "chain" && len(prior) == 0 {
 		shape = "projection"
 	}
@@ -436,6 +437,34 @@ func (g *diffGen) def(i int, prior []diffDef) diffDef {
 			d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s SELECT %s AS gk, %s%s GROUP BY %s", d.name, from, key, strings.Join(sel, ", "), w, key)
 			d.cols = append([]string{"gk"}, names...)
 			d.recompute = fmt.Sprintf("SELECT %s, %s FROM %s%s GROUP BY %s", key, strings.Join(exprs, ", "), from, w, key)
+			d.kind = "group"
+		}
+	case "semi":
+		// A semi- or anti-join of a with b (through b's non-key aid) or c
+		// (many to many), over a projection or a GROUP BY.
+		sub := g.pick(
+			"EXISTS (SELECT 1 FROM %s b WHERE b.aid = a.id)", "NOT EXISTS (SELECT 1 FROM %s b WHERE b.aid = a.id AND b.w > 0)",
+			"EXISTS (SELECT FROM %s c WHERE c.w = a.g AND c.tag <> 'bob')", "NOT EXISTS (SELECT 1 FROM %s c WHERE c.w = a.g)",
+			"a.g IN (SELECT c.w FROM %s c WHERE c.tag IS NOT NULL)")
+		table := g.q("b")
+		if strings.Contains(sub, " c ") {
+			table = g.q("c")
+		}
+		w := strings.ReplaceAll(sub, "%s", table)
+		if g.chance(0.5) {
+			items := g.projExprs("a")
+			sel, names, exprs := selectList(items)
+			d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s a SELECT %s WHERE %s", d.name, g.q("a"), strings.Join(sel, ", "), w)
+			d.cols = append([]string{"id"}, names...)
+			d.recompute = fmt.Sprintf("SELECT a.id, %s FROM %s a WHERE %s", strings.Join(exprs, ", "), g.q("a"), w)
+			d.kind = "projection"
+		} else {
+			key := g.groupKey("a")
+			aggs := g.aggregates("a")
+			sel, names, exprs := selectList(aggs)
+			d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s a SELECT %s AS gk, %s WHERE %s GROUP BY %s", d.name, g.q("a"), key, strings.Join(sel, ", "), w, key)
+			d.cols = append([]string{"gk"}, names...)
+			d.recompute = fmt.Sprintf("SELECT %s, %s FROM %s a WHERE %s GROUP BY %s", key, strings.Join(exprs, ", "), g.q("a"), w, key)
 			d.kind = "group"
 		}
 	case "partition":

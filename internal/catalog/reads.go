@@ -108,9 +108,17 @@ func (c *Catalog) CheckReads(ctx context.Context, q Querier, t *Transform) (*Rea
 	for _, j := range spec.JoinList() {
 		sides = append(sides, side{src: j.Source, reads: j.Source.Reads, sure: j.Source.Reads})
 	}
+	for _, sj := range spec.Semis {
+		sides = append(sides, side{src: sj.Source, reads: sj.Source.Reads, sure: sj.Source.Reads})
+	}
 	for _, j := range spec.JoinList() {
 		for _, on := range j.On {
 			sides[j.To].sure = append(sides[j.To].sure, on.From)
+		}
+	}
+	for _, sj := range spec.Semis {
+		for _, on := range sj.On {
+			sides[sj.To].sure = append(sides[sj.To].sure, on.From)
 		}
 	}
 	shapes := make([]*tableShape, len(sides))
@@ -198,6 +206,16 @@ func (s specText) inFixed(col string) bool {
 		}
 		for _, on := range j.On {
 			if on.From == col || on.Joined == col {
+				return true
+			}
+		}
+	}
+	for _, sj := range s.Semis {
+		if slices.Contains(sj.Source.Reads, col) {
+			return true
+		}
+		for _, on := range sj.On {
+			if on.From == col {
 				return true
 			}
 		}

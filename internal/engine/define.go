@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -193,8 +194,15 @@ func (e *Engine) compile(ctx context.Context, tx pgx.Tx, s *grammar.Transform, t
 		return nil, plan.Spec{}, nil, err
 	}
 	sides := []*side{from}
+	refs := make([]grammar.TableRef, 0, len(s.Joins)+len(s.SubJoins))
 	for _, j := range s.Joins {
-		joined, err := e.loadSide(ctx, tx, j.Table)
+		refs = append(refs, j.Table)
+	}
+	for _, sj := range s.SubJoins {
+		refs = append(refs, sj.Table)
+	}
+	for _, ref := range refs {
+		joined, err := e.loadSide(ctx, tx, ref)
 		if err != nil {
 			return nil, plan.Spec{}, nil, err
 		}
@@ -216,7 +224,39 @@ func (e *Engine) compile(ctx context.Context, tx pgx.Tx, s *grammar.Transform, t
 		return nil, plan.Spec{}, nil, err
 	}
 	spec.Views = views
+	if err := checkNotIn(ctx, tx, spec); err != nil {
+		return nil, plan.Spec{}, nil, err
+	}
 	return sides, spec, needs, nil
+}
+
+// checkNotIn refuses NOT IN (SELECT ...) over a column that may be NULL:
+// SQL's NOT IN is unknown for every row once the subquery yields a NULL,
+// and for a NULL outer value whenever it yields anything, which no
+// affected-keys query follows. NOT EXISTS says what is usually meant.
+func checkNotIn(ctx context.Context, tx pgx.Tx, spec plan.Spec) error {
+	sources := spec.Sources()
+	for _, sj := range spec.Semis {
+		if !sj.Anti || !sj.In {
+			continue
+		}
+		outer := sources[sj.To]
+		for _, c := range []struct {
+			src plan.Source
+			col string
+		}{{outer, sj.On[0].From}, {sj.Source, sj.On[0].Joined}} {
+			var notNull bool
+			if err := tx.QueryRow(ctx, sqlColumnNotNull, ident.Qualified(c.src.Schema, c.src.Table), c.col).Scan(&notNull); err != nil {
+				return err
+			}
+			if !notNull {
+				return errs.New(trellistype.CodeValidation,
+					"NOT IN (SELECT %s ...) over %s.%s, which may be NULL, is not supported (one NULL makes NOT IN unknown for every row): use NOT EXISTS (SELECT 1 FROM %s WHERE %s.%s = %s.%s), or make both columns NOT NULL",
+					sj.On[0].Joined, c.src.Table, c.col, sj.Source.Table, cmp.Or(sj.Source.Alias, sj.Source.Table), sj.On[0].Joined, cmp.Or(outer.Alias, outer.Table), sj.On[0].From)
+			}
+		}
+	}
+	return nil
 }
 
 // checkTargetFree refuses a target some transform writes already, or a
@@ -265,6 +305,9 @@ func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) 
 		spec.Source.ID = from.id
 		for i, j := range spec.JoinList() {
 			j.Source.ID = sides[i+1].id
+		}
+		for i := range spec.Semis {
+			spec.Semis[i].Source.ID = sides[1+len(spec.JoinList())+i].id
 		}
 		pl := &plan.Plan{Target: tgt, Spec: spec}
 		ddl := pl.CreateTarget()

@@ -64,6 +64,15 @@ func neededIndexes(spec plan.Spec) []neededIndex {
 		needs = append(needs, neededIndex{alias: alias(sources[j.To]), exprs: quoted(from)},
 			neededIndex{alias: alias(j.Source), exprs: quoted(joined)})
 	}
+	for _, sj := range spec.Semis {
+		var from, joined []string
+		for _, on := range sj.On {
+			from = append(from, on.From)
+			joined = append(joined, on.Joined)
+		}
+		needs = append(needs, neededIndex{alias: alias(sources[sj.To]), exprs: quoted(from)},
+			neededIndex{alias: alias(sj.Source), exprs: quoted(joined)})
+	}
 	for i, g := range gapsOf(spec) {
 		needs[i].gap = g
 	}
@@ -93,6 +102,18 @@ func gapsOf(spec plan.Spec) []trellistype.SourceIndexGap {
 		out = append(out,
 			trellistype.SourceIndexGap{Table: table(sources[j.To]), Columns: from, Role: trellistype.RoleJoinFrom},
 			trellistype.SourceIndexGap{Table: table(j.Source), Columns: joined, Role: trellistype.RoleJoinJoined})
+	}
+	for _, sj := range spec.Semis {
+		// A subquery's table is looked up by its correlated columns (the
+		// recompute's EXISTS), the outer table by its own (affected keys).
+		var from, joined []string
+		for _, on := range sj.On {
+			from = append(from, on.From)
+			joined = append(joined, on.Joined)
+		}
+		out = append(out,
+			trellistype.SourceIndexGap{Table: table(sources[sj.To]), Columns: from, Role: trellistype.RoleJoinFrom},
+			trellistype.SourceIndexGap{Table: table(sj.Source), Columns: joined, Role: trellistype.RoleJoinJoined})
 	}
 	for i := range out {
 		out[i].OptedOut = spec.WithoutSourceIndex

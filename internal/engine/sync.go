@@ -373,6 +373,10 @@ func frameDiff(a, b plan.Spec) string {
 			return x.Left == y.Left && x.To == y.To && sameSource(x.Source, y.Source) && slices.Equal(x.On, y.On)
 		}):
 		return "its JOIN differs"
+	case !slices.EqualFunc(a.Semis, b.Semis, func(x, y plan.Semi) bool {
+		return x.Anti == y.Anti && x.In == y.In && x.To == y.To && x.Where == y.Where && sameSource(x.Source, y.Source) && slices.Equal(x.On, y.On)
+	}):
+		return "its EXISTS or IN subqueries differ"
 	case a.Where != b.Where:
 		return "its WHERE differs"
 	case !slices.Equal(a.GroupBy, b.GroupBy) || a.GroupPos() != b.GroupPos():

@@ -75,6 +75,23 @@ type Join struct {
 	Comma bool
 }
 
+// SubJoin is a semi-join (EXISTS, IN) or an anti-join (NOT EXISTS, NOT IN)
+// of WHERE: one top-level AND part of it, taken out of Transform.Where.
+type SubJoin struct {
+	Anti bool // NOT EXISTS, NOT IN
+	In   bool // IN (SELECT u.x ...): its NULLs follow SQL's IN
+	// Table is the subquery's one table.
+	Table TableRef
+	// On are the correlations: Left a column of Table, Right a column of
+	// the outer tables (for IN, the first is the compared pair).
+	On []JoinCond
+	// Where is the canonical SQL of the subquery's other conditions, which
+	// read only Table's columns ("" when none).
+	Where        string
+	WhereColumns []ColumnRef
+	funcs        []located[string]
+}
+
 // Conjunct is one top-level AND part of a WHERE clause.
 type Conjunct struct {
 	SQL     string      // canonical SQL of the part
@@ -132,6 +149,8 @@ type Transform struct {
 	HavingColumns []ColumnRef
 	// Distinct is SELECT DISTINCT.
 	Distinct bool
+	// SubJoins are the semi- and anti-joins of WHERE, taken out of Where.
+	SubJoins []SubJoin
 	// WhereConjuncts are the top-level AND parts of WHERE, set when a
 	// comma join needs its equalities from there.
 	WhereConjuncts []Conjunct

@@ -110,7 +110,7 @@ func TestInlinePrintsEveryTransformField(t *testing.T) {
 		// Read again from the select list of the printed statement:
 		"Windows", "WindowFunctions",
 		// Refused over and inside a derived table:
-		"DistinctOn", "DistinctOnColumns", "OrderBy", "OrderByColumns", "OrderByPlain", "Limit", "RankOutput", "DistinctOnPlain"}
+		"DistinctOn", "DistinctOnColumns", "OrderBy", "OrderByColumns", "OrderByPlain", "Limit", "RankOutput", "DistinctOnPlain", "SubJoins"}
 	var fields []string
 	rt := reflect.TypeOf(Transform{})
 	for i := 0; i < rt.NumField(); i++ {

@@ -349,8 +349,15 @@ func TestParseErrors(t *testing.T) {
 
 		// Invalid: parses, but not allowed.
 		{"subquery in select", "TRANSFORM t FROM s SELECT (SELECT max(x) FROM u) AS b", Invalid, 1, 27, "(", "subqueries are not allowed"},
-		{"subquery in WHERE", "TRANSFORM t FROM s SELECT a AS b\nWHERE a IN (SELECT x FROM u)", Invalid, 2, 9, "IN", "subqueries are not allowed"},
-		{"EXISTS", "TRANSFORM t FROM s SELECT a AS b WHERE EXISTS (SELECT 1)", Invalid, 1, 40, "EXISTS", "subqueries are not allowed"},
+		{"subquery in WHERE", "TRANSFORM t FROM s SELECT a AS b\nWHERE a = 1 OR a IN (SELECT x FROM u)", Invalid, 2, 18, "IN", "subqueries are not allowed"},
+		{"EXISTS", "TRANSFORM t FROM s SELECT a AS b WHERE EXISTS (SELECT 1)", Invalid, 1, 40, "EXISTS", "the subquery of EXISTS must read exactly one table"},
+		{"EXISTS uncorrelated", "TRANSFORM t FROM s SELECT a AS b WHERE EXISTS (SELECT 1 FROM u WHERE u.x > 1)", Invalid, 1, 40, "EXISTS", "needs an equality between a column of u and a qualified column of the outer tables"},
+		{"EXISTS over a join", "TRANSFORM t FROM s SELECT a AS b WHERE EXISTS (SELECT 1 FROM u JOIN v ON true WHERE u.x = s.a)", Invalid, 1, 40, "EXISTS", "must read exactly one table"},
+		{"EXISTS with GROUP BY", "TRANSFORM t FROM s SELECT a AS b WHERE EXISTS (SELECT 1 FROM u WHERE u.x = s.a GROUP BY u.y)", Invalid, 1, 40, "EXISTS", "must be a plain SELECT"},
+		{"EXISTS reading the outer table apart from equalities", "TRANSFORM t FROM s SELECT a AS b WHERE EXISTS (SELECT 1 FROM u WHERE u.x = s.a AND u.y > s.b)", Invalid, 1, 40, "EXISTS", "may read only u's columns (s.b is not)"},
+		{"EXISTS with the outer alias", "TRANSFORM t FROM s SELECT a AS b WHERE EXISTS (SELECT 1 FROM u s WHERE s.x = 1)", Invalid, 1, 40, "EXISTS", "needs an alias different from the outer tables' (s)"},
+		{"IN of an expression", "TRANSFORM t FROM s SELECT a AS b WHERE a + 1 IN (SELECT u.x FROM u)", Invalid, 1, 46, "IN", "must compare a column of the outer tables with one column"},
+		{"ALL subquery", "TRANSFORM t FROM s SELECT a AS b WHERE a > ALL (SELECT u.x FROM u)", Invalid, 1, 42, ">", "subqueries are not allowed"},
 		{"WITH in a subquery", "TRANSFORM t FROM s SELECT (WITH q AS (SELECT 1) SELECT * FROM q) AS b", Invalid, 1, 27, "(", "WITH queries are not allowed"},
 		{"WITH before the statement", "WITH q AS (SELECT 1) TRANSFORM t FROM q SELECT a AS b", Invalid, 1, 1, "WITH", "WITH queries are not allowed"},
 		{"window function in WHERE", "TRANSFORM t FROM s SELECT\n  a AS b\n  WHERE sum(x) OVER (PARTITION BY a) > 1", Invalid, 3, 9, "sum", "window functions are allowed only in the select list"},

@@ -62,6 +62,9 @@ type stmtParser struct {
 	ctes     map[string]*cte
 	derived  []derivedRef
 	counting bool
+	// subOuter are the qualifiers of the statement's tables, which a
+	// WHERE subquery's correlations name.
+	subOuter map[string]bool
 	// using maps the columns of a JOIN ... USING to the qualifier their
 	// unqualified references are given (the FROM table's).
 	using map[string]string
@@ -798,13 +801,26 @@ func (p *stmtParser) transform() (Statement, *Error) {
 		}
 	}
 	if whereFrom >= 0 {
+		p.subOuter = map[string]bool{qualifier(t.From): true}
+		for _, j := range t.Joins {
+			p.subOuter[qualifier(j.Table)] = true
+		}
 		x, e := p.analyse(whereFrom, whereTo, partWhere, "the WHERE clause")
 		if e != nil {
 			return nil, e
 		}
-		t.Where, t.WhereColumns = x.sql, x.cols
+		t.Where, t.WhereColumns, t.SubJoins = x.sql, x.cols, x.subs
 		funcs = append(funcs, x.funcs...)
-		if comma {
+		for _, sj := range x.subs {
+			funcs = append(funcs, sj.funcs...)
+			for _, c := range sj.On {
+				t.WhereColumns = appendUnique(t.WhereColumns, c.Right)
+			}
+		}
+		if len(x.subs) > 0 && (p.parent != nil || len(p.derived) > 0) {
+			return nil, p.errAt(Invalid, whereFrom, "EXISTS and IN subqueries are not supported together with derived tables or CTEs: define the derived table as a transform and read its target")
+		}
+		if comma && x.val != nil {
 			if t.WhereConjuncts, e = p.conjuncts(x); e != nil {
 				return nil, e
 			}

@@ -56,6 +56,7 @@ type expr struct {
 	aggOff   int                   // byte offset of the first aggregate call, -1 when none
 	windows  []located[WindowCall] // located by byte offset in the statement text
 	alias    string                // a bare alias ending a partSelectBare item, "" when none
+	subs     []SubJoin             // a WHERE clause's semi- and anti-joins, taken out of val
 }
 
 // offset maps a location in the parsed query back to the statement text.
@@ -86,6 +87,14 @@ func (p *stmtParser) analyse(from, to int, kind partKind, what string) (*expr, *
 	x.val = rt.GetVal()
 	if len(p.using) > 0 {
 		qualifyUsing(x.val.ProtoReflect(), p.using)
+	}
+	if kind == partWhere {
+		if x.subs, e = p.subJoins(rt, x, end); e != nil {
+			return nil, e
+		}
+		if x.val = rt.GetVal(); x.val == nil {
+			return x, nil // nothing but semi- and anti-joins
+		}
 	}
 
 	w := newWalker(kind.aggregateMsg())

@@ -123,7 +123,7 @@ func (w *walker) walk(m protoreflect.Message, loc int, inAgg bool) {
 			w.fail(loc, "WITH queries are not allowed in a transform")
 			return
 		}
-		w.fail(loc, "subqueries are not allowed in a transform")
+		w.fail(loc, "subqueries are not allowed in a transform (except [NOT] EXISTS (SELECT ...) and col [NOT] IN (SELECT ...) as top-level AND parts of WHERE)")
 		return
 	case *pg.SelectStmt:
 		w.fail(loc, "subqueries are not allowed in a transform")

@@ -26,10 +26,13 @@ type Table struct {
 }
 
 // Compile turns a parsed TRANSFORM over its resolved tables (the FROM
-// table, then the joined one) into a spec, and returns the columns of
-// each table whose old values capture must record. The caller sets the
-// sources' IDs and the columns' types once the target exists.
+// table, the joined ones, then each semi- or anti-join's) into a spec, and
+// returns the columns of each table whose old values capture must record.
+// The caller sets the sources' IDs and the columns' types once the target
+// exists.
 func Compile(s *grammar.Transform, tables []*Table) (Spec, [][]string, error) {
+	all := tables
+	tables = outerTables(s, tables) // what the statement's own clauses read
 	from := tables[0]
 	spec := Spec{
 		Source:             Source{Schema: from.Schema, Table: from.Name, Alias: s.From.Alias, KeyCols: from.KeyCols, KeyTypes: from.KeyTypes},
@@ -38,7 +41,7 @@ func Compile(s *grammar.Transform, tables []*Table) (Spec, [][]string, error) {
 		Having:             s.Having,
 		WithoutSourceIndex: s.WithoutSourceIndex,
 	}
-	needs := make([][]string, len(tables))
+	needs := make([][]string, len(all))
 	need := func(i int, col string) { needs[i] = appendNew(needs[i], col) }
 	var reads []grammar.ColumnRef
 	for _, it := range s.Select {
@@ -50,7 +53,7 @@ func Compile(s *grammar.Transform, tables []*Table) (Spec, [][]string, error) {
 	reads = append(reads, s.DistinctOnColumns...)
 	reads = append(reads, orderColumns(s, tables)...)
 	// tableReads are the columns each table's reads, by position.
-	tableReads := make([][]string, len(tables))
+	tableReads := make([][]string, len(all))
 	for _, r := range reads {
 		i, err := tableOf(r, tables)
 		if err != nil {
@@ -110,6 +113,9 @@ func Compile(s *grammar.Transform, tables []*Table) (Spec, [][]string, error) {
 			spec.Joins = append(spec.Joins, join)
 		}
 	}
+	if err := compileSemis(&spec, s, all, tables, need, tableReads); err != nil {
+		return spec, nil, err
+	}
 	spec.Global = len(s.GroupBy) == 0 && s.Aggregated()
 	var err error
 	switch {
@@ -135,10 +141,78 @@ func Compile(s *grammar.Transform, tables []*Table) (Spec, [][]string, error) {
 		j.Source.Needs = needs[i+1]
 		j.Source.Reads = tableReads[i+1]
 	}
+	for i := range spec.Semis {
+		pos := len(tables) + i
+		spec.Semis[i].Source.Needs, spec.Semis[i].Source.Reads = needs[pos], tableReads[pos]
+	}
 	if err := recordColumnReads(&spec, s, tables); err != nil {
 		return spec, nil, err
 	}
 	return spec, needs, nil
+}
+
+// outerTables are the tables a statement's clauses read: all but its
+// semi- and anti-joins', which only their subqueries see.
+func outerTables(s *grammar.Transform, tables []*Table) []*Table {
+	return tables[:len(tables)-len(s.SubJoins)]
+}
+
+// compileSemis records the semi- and anti-joins of WHERE: each one's
+// correlations compare its table with one outer table, its other
+// conditions read its own columns; their SQL joins the WHERE clause, with
+// the table qualified.
+func compileSemis(spec *Spec, s *grammar.Transform, all, outer []*Table, need func(int, string), reads [][]string) error {
+	if len(s.SubJoins) == 0 {
+		return nil
+	}
+	if len(s.Windows) > 0 {
+		return errs.New(trellistype.CodeValidation, "EXISTS and IN subqueries are not supported with window functions: define the filtered rows as a transform and read its target")
+	}
+	var conds []string
+	if s.Where != "" {
+		conds = append(conds, "("+s.Where+")")
+	}
+	for k, sj := range s.SubJoins {
+		pos := len(outer) + k
+		u := all[pos]
+		has := func(c grammar.ColumnRef) error {
+			if _, ok := u.Columns[c.Column]; !ok {
+				return errs.New(trellistype.CodeValidation, "column %s does not exist in %s, the subquery's table (qualify a column of the outer tables)", c.String(), u.Alias)
+			}
+			return nil
+		}
+		semi := Semi{Anti: sj.Anti, In: sj.In, To: -1, Where: sj.Where,
+			Source: Source{Schema: u.Schema, Table: u.Name, Alias: sj.Table.Alias, KeyCols: u.KeyCols, KeyTypes: u.KeyTypes}}
+		for _, c := range sj.On {
+			if err := has(c.Left); err != nil {
+				return err
+			}
+			o, err := tableOf(c.Right, outer)
+			if err != nil {
+				return err
+			}
+			if semi.To >= 0 && semi.To != o {
+				return errs.New(trellistype.CodeValidation, "the correlations of the subquery over %s compare it with two tables (%s and %s): they must all compare it with one outer table",
+					u.Alias, outer[semi.To].Alias, outer[o].Alias)
+			}
+			semi.To = o
+			semi.On = append(semi.On, JoinOn{From: c.Right.Column, Joined: c.Left.Column})
+			need(o, c.Right.Column)
+			need(pos, c.Left.Column)
+			reads[o] = appendNew(reads[o], c.Right.Column)
+			reads[pos] = appendNew(reads[pos], c.Left.Column)
+		}
+		for _, c := range sj.WhereColumns {
+			if err := has(c); err != nil {
+				return err
+			}
+			reads[pos] = appendNew(reads[pos], c.Column)
+		}
+		spec.Semis = append(spec.Semis, semi)
+		conds = append(conds, semi.SQL(outer[semi.To].Alias))
+	}
+	spec.Where = strings.Join(conds, " AND ")
+	return nil
 }
 
 // compileGrouped sets the key and columns of a GROUP BY transform: the
@@ -558,6 +632,7 @@ func more(by [][]string) [][]string {
 // reads assigned to the tables they name, and the definition's Reads
 // widened.
 func AddColumn(spec Spec, item grammar.SelectItem, tables []*Table) (Spec, error) {
+	tables = tables[:len(tables)-len(spec.Semis)] // a column cannot read a subquery's table
 	by, err := readsAt(item.Columns, tables)
 	if err != nil {
 		return spec, err

@@ -207,6 +207,21 @@ var goldenCases = []goldenCase{
 			"ALTER TRANSFORM order_lines DROP COLUMN customer"},
 	},
 	{
+		name: "semi_exists",
+		stmt: "TRANSFORM buyers FROM customers c SELECT c.name WHERE c.tier > 0 AND EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id AND o.status = 'paid')",
+		tables: []*Table{table("public", "customers", "c", []string{"id"}, customers...),
+			table("public", "orders", "o", []string{"id"}, orders...)},
+		types: map[string]string{"name": "text"},
+	},
+	{
+		name: "anti_not_in_grouped_join",
+		stmt: "TRANSFORM quiet FROM orders o JOIN customers c ON c.id = o.customer_id SELECT c.tier, count(*) AS n WHERE o.id NOT IN (SELECT l.order_id FROM app.order_lines l) GROUP BY c.tier",
+		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...),
+			table("public", "customers", "c", []string{"id"}, customers...),
+			table("app", "order_lines", "l", []string{"order_id", "line"}, "order_id bigint", "line integer", "sku text")},
+		types: map[string]string{"tier": "integer", "n": "bigint"},
+	},
+	{
 		name: "join3_star",
 		stmt: "TRANSFORM placed FROM orders o JOIN customers c ON c.id = o.customer_id LEFT JOIN regions r ON r.name = o.region SELECT o.id, c.name AS customer, r.id AS region_id, o.price",
 		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...),
@@ -291,6 +306,9 @@ func render(t *testing.T, c goldenCase) string {
 	for i, j := range spec.JoinList() {
 		j.Source.ID = 2 + i
 	}
+	for i := range spec.Semis {
+		spec.Semis[i].Source.ID = 2 + len(spec.JoinList()) + i
+	}
 	pl := &Plan{Target: Target{Schema: "public", Name: tr.Target.Name}, Spec: spec}
 	if tr.Target.Schema != "" {
 		pl.Target.Schema = tr.Target.Schema
@@ -336,6 +354,11 @@ func render(t *testing.T, c goldenCase) string {
 		section("BuildPageKeys", pl.BuildPageKeys(true, true, true))
 		section("BuildPageNext", pl.BuildPageNext(true, 1000))
 		section("EvalKeys", pl.EvalKeys(false, false))
+		if pl.Multi() {
+			for pos, src := range spec.Sources()[1:] {
+				section(fmt.Sprintf("AffectedAt %d (%s)", pos+1, src.Alias), pl.AffectedAt(changes(c.tables[pos+1], src), pos+1, 64))
+			}
+		}
 	} else {
 		section("CreateShapeTarget", pl.CreateShapeTarget())
 		section("ShapeResync", pl.ShapeResync()...)

@@ -18,19 +18,26 @@ import (
 // Positions counts the definition's tables.
 func (p *Plan) Positions() int { return 1 + len(p.Spec.JoinList()) }
 
-// Multi reports whether the definition joins three or more tables.
-func (p *Plan) Multi() bool { return len(p.Spec.Joins) > 0 }
+// Multi reports whether the definition joins three or more tables, or has
+// a semi- or anti-join: its affected keys come from AffectedAt.
+func (p *Plan) Multi() bool { return len(p.Spec.Joins) > 0 || len(p.Spec.Semis) > 0 }
 
 // sourceAt is the table at a position (0 the FROM table).
-func (p *Plan) sourceAt(pos int) Source {
-	if pos == 0 {
-		return p.Spec.Source
+func (p *Plan) sourceAt(pos int) Source { return p.Spec.Sources()[pos] }
+
+// edge is the join of the table at pos (not the FROM table) to the earlier
+// table its ON (or a semi-join's correlation) names.
+func (p *Plan) edge(pos int) Join {
+	joins := p.Spec.JoinList()
+	if pos-1 < len(joins) {
+		return *joins[pos-1]
 	}
-	return p.Spec.JoinList()[pos-1].Source
+	sj := p.Spec.Semis[pos-1-len(joins)]
+	return Join{Source: sj.Source, On: sj.On, To: sj.To}
 }
 
 // parentOf is the earlier table a joined table's ON names.
-func (p *Plan) parentOf(pos int) int { return p.Spec.JoinList()[pos-1].To }
+func (p *Plan) parentOf(pos int) int { return p.edge(pos).To }
 
 func (p *Plan) tableAs(pos int) string {
 	s := p.sourceAt(pos)
@@ -52,7 +59,7 @@ func (p *Plan) joinOn(j Join) string {
 // with LEFT JOIN.
 func (p *Plan) nullable(pos int) bool {
 	for pos > 0 {
-		if p.Spec.JoinList()[pos-1].Left {
+		if p.edge(pos).Left {
 			return true
 		}
 		pos = p.parentOf(pos)
@@ -90,8 +97,7 @@ func (p *Plan) treePath(a, b int) []int {
 
 // edgeOn is the ON clause of the tree edge between two adjacent positions.
 func (p *Plan) edgeOn(x, y int) string {
-	child := max(x, y)
-	return p.joinOn(*p.Spec.JoinList()[child-1])
+	return p.joinOn(p.edge(max(x, y)))
 }
 
 // images is a derived table, named as the table at pos, of the changed
@@ -113,9 +119,9 @@ func (p *Plan) images(c Changes, pos int) string {
 }
 
 // unitAt is the position whose values make the target's unit, and their
-// expressions: a join's FROM key, an aggregate's GROUP BY.
+// expressions: a projection's or join's FROM key, an aggregate's GROUP BY.
 func (p *Plan) unitAt() (int, []string) {
-	if p.Kind() == KindJoin {
+	if p.Kind() != KindAggregate {
 		return 0, p.srcKey()
 	}
 	return p.Spec.GroupPos(), p.Spec.GroupBy
@@ -135,7 +141,7 @@ func (p *Plan) AffectedAt(c Changes, pos, buckets int) string {
 		return p.AffectedGroups(c, false, buckets)
 	}
 	at, exprs := p.unitAt()
-	if pos == at && p.Kind() == KindJoin {
+	if pos == at && p.Kind() != KindAggregate {
 		return ""
 	}
 	path := p.treePath(pos, at)

@@ -20,6 +20,10 @@ type Spec struct {
 	// Joins are the tables joined after Join, in order (a join of three or
 	// more tables); each one's ON compares it with one earlier table (To).
 	Joins []Join `json:"joins,omitempty"`
+	// Semis are the semi- and anti-joins of WHERE ([NOT] EXISTS, [NOT]
+	// IN), whose SQL is part of Where; they are the last positions of the
+	// definition's tables (see Sources).
+	Semis []Semi `json:"semis,omitempty"`
 	// Key are the target's key columns of a GROUP BY or JOIN transform (a
 	// projection's key is its source's key).
 	Key     []Column `json:"key,omitempty"`
@@ -172,12 +176,16 @@ func (s *Spec) JoinList() []*Join {
 	return out
 }
 
-// Sources are the definition's tables by position: the FROM table, then
-// each joined one (a table joined twice is listed twice).
+// Sources are the definition's tables by position: the FROM table, each
+// joined one, then each semi- or anti-join's (a table read twice is listed
+// twice).
 func (s *Spec) Sources() []Source {
 	out := []Source{s.Source}
 	for _, j := range s.JoinList() {
 		out = append(out, j.Source)
+	}
+	for _, sj := range s.Semis {
+		out = append(out, sj.Source)
 	}
 	return out
 }
@@ -220,6 +228,51 @@ type Join struct {
 	// BaseReads are the joined table's columns read outside the non-key
 	// columns (see Spec.BaseReads).
 	BaseReads []string `json:"base_reads,omitempty"`
+}
+
+// Semi is a semi-join (EXISTS, IN) or anti-join (NOT EXISTS, NOT IN) of
+// WHERE: the rows of the outer table at To that have (or, Anti, have not)
+// a row of Source matching On and Where.
+type Semi struct {
+	Anti   bool     `json:"anti,omitempty"`
+	In     bool     `json:"in,omitempty"`
+	Source Source   `json:"source"`
+	On     []JoinOn `json:"on"`
+	To     int      `json:"to,omitempty"`
+	// Where is the subquery's condition on Source's columns alone.
+	Where string `json:"where,omitempty"`
+}
+
+// SQL is the WHERE condition the semi-join stands for, over the outer
+// table's alias.
+func (sj Semi) SQL(outer string) string {
+	a := ident.Quote(aliasOf(sj.Source))
+	table := ident.Qualified(sj.Source.Schema, sj.Source.Table) + " AS " + a
+	var conds []string
+	on := sj.On
+	if sj.In {
+		on = on[1:]
+	}
+	for _, c := range on {
+		conds = append(conds, a+"."+ident.Quote(c.Joined)+" = "+ident.Quote(outer)+"."+ident.Quote(c.From))
+	}
+	if sj.Where != "" {
+		conds = append(conds, "("+sj.Where+")")
+	}
+	where := ""
+	if len(conds) > 0 {
+		where = " WHERE " + strings.Join(conds, " AND ")
+	}
+	var out string
+	if sj.In {
+		out = fmt.Sprintf("%s.%s IN (SELECT %s.%s FROM %s%s)", ident.Quote(outer), ident.Quote(sj.On[0].From), a, ident.Quote(sj.On[0].Joined), table, where)
+	} else {
+		out = fmt.Sprintf("EXISTS (SELECT 1 FROM %s%s)", table, where)
+	}
+	if sj.Anti {
+		return "NOT " + out
+	}
+	return out
 }
 
 // JoinOn is one equality of the ON clause: a column of the earlier table

@@ -18,6 +18,7 @@ import (
 // output that reads a column. It returns a new Transform; s is unchanged.
 // tables are the FROM table then the joined ones, as for Compile.
 func Resolve(s *grammar.Transform, tables []*Table) (*grammar.Transform, error) {
+	tables = outerTables(s, tables)
 	r := *s
 	r.Select = nil
 	for _, it := range s.Select {

@@ -59,7 +59,7 @@ func affectedMulti(ctx context.Context, q catalog.Querier, t *catalog.Transform,
 		if side.ID != src {
 			continue
 		}
-		if pos == 0 && pl.Kind() == plan.KindJoin {
+		if pos == 0 && pl.Kind() != plan.KindAggregate {
 			for _, c := range changes {
 				add(Ptrs(c.Key), c.Bucket)
 			}
