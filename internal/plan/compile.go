@@ -165,8 +165,8 @@ func compileSemis(spec *Spec, s *grammar.Transform, all, outer []*Table, need fu
 	if len(s.SubJoins) == 0 {
 		return nil
 	}
-	if len(s.Windows) > 0 {
-		return errs.New(trellistype.CodeValidation, "EXISTS and IN subqueries are not supported with window functions: define the filtered rows as a transform and read its target")
+	if len(s.Windows) > 0 || len(s.DistinctOn) > 0 || s.Limit > 0 {
+		return errs.New(trellistype.CodeValidation, "EXISTS and IN subqueries are not supported with window functions, DISTINCT ON or LIMIT: define the filtered rows as a transform and read its target")
 	}
 	var conds []string
 	if s.Where != "" {
