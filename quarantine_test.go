@@ -1,6 +1,7 @@
 package trellis_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -672,4 +673,54 @@ func TestGroupByThatRaisesOnAFilteredRowHoldsTheRow(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, st.HeldKeys)
 	e.assertMatches("per_code", recompute)
+}
+
+// With standard_conforming_strings off on the database (a backslash in a
+// literal then escapes the quote after it), Trellis connects (its
+// connections pin it on), capture runs in writers' sessions that have it
+// off, and keys ending in a backslash are diagnosed, poisoned and released
+// exactly (the diagnosis passes key values as parameters), while the
+// page's other keys apply.
+func TestDiagnosisOfKeysEndingInBackslash(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	var db string
+	require.NoError(t, e.db.QueryRow(e.ctx, "SELECT current_database()").Scan(&db))
+	e.exec(fmt.Sprintf(`ALTER DATABASE %q SET standard_conforming_strings = off`, db))
+	e.exec(`CREATE TABLE items (name text PRIMARY KEY, qty int NOT NULL)`)
+	e.exec(`INSERT INTO items VALUES ('plain', 1)`)
+	c := e.engine()
+	_, err := c.Define(e.ctx, `TRANSFORM big FROM items SELECT qty AS qty`)
+	require.NoError(t, err)
+	e.waitState(c, "big", trellis.StateLive)
+	start := time.Now().Add(-time.Second)
+	e.exec(`ALTER TABLE big ADD CONSTRAINT qty_small CHECK (qty < 1000)`)
+	// A writer's session has the database's setting: capture runs under it.
+	writer := e.role("writer", "GRANT SELECT, INSERT, UPDATE ON items TO %s")
+	var scs string
+	require.NoError(t, writer.QueryRow(e.ctx, `SHOW standard_conforming_strings`).Scan(&scs))
+	require.Equal(t, "off", scs)
+	_, err = writer.Exec(e.ctx, `INSERT INTO items VALUES ($1, 5000), ($2, 2), ($3, 5000)`, `bad\`, `good\`, `x\'); DROP TABLE big; --\`)
+	require.NoError(t, err)
+	e.converge(c)
+
+	st, err := c.Status(e.ctx, "big")
+	require.NoError(t, err)
+	require.Nil(t, st.DrainFailure)
+	require.NotNil(t, st.HeldKeys)
+	require.EqualValues(t, 2, st.HeldKeys.Count)
+	poisoned, err := c.PoisonedSince(e.ctx, start)
+	require.NoError(t, err)
+	var keys []string
+	for _, p := range poisoned {
+		keys = append(keys, p.Key)
+	}
+	require.ElementsMatch(t, []string{`bad\`, `x\'); DROP TABLE big; --\`}, keys)
+	require.Equal(t, [][]string{{"1"}, {"2"}}, e.rows(`SELECT qty FROM big ORDER BY qty`))
+
+	_, err = writer.Exec(e.ctx, `UPDATE items SET qty = 3 WHERE name = $1`, `bad\`)
+	require.NoError(t, err)
+	require.NoError(t, c.ReleaseKey(e.ctx, "big", "items", `bad\`))
+	e.converge(c)
+	require.Equal(t, [][]string{{"1"}, {"2"}, {"3"}}, e.rows(`SELECT qty FROM big ORDER BY qty`))
 }

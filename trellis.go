@@ -88,6 +88,10 @@ func poolConfig(opts Options, name string) (*pgxpool.Config, error) {
 	// one there, and over search_path in the URL itself; it holds on every
 	// new connection of the pool, reconnects included.
 	cfg.ConnConfig.RuntimeParams["search_path"] = pinnedSearchPath
+	// Literals in Trellis's own statements read as the SQL standard says
+	// (a backslash is a character), whatever the database sets; pgx also
+	// refuses its simple protocol with standard_conforming_strings off.
+	cfg.ConnConfig.RuntimeParams["standard_conforming_strings"] = "on"
 	// A cancelled context sends PostgreSQL a cancel request, so the server
 	// stops the work at once instead of finishing it for nobody.
 	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
@@ -112,6 +116,7 @@ func definerPath(ctx context.Context, url string) (string, error) {
 	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
 		cfg.RuntimeParams["application_name"] = "trellis"
 	}
+	cfg.RuntimeParams["standard_conforming_strings"] = "on"
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return "", err
