@@ -145,12 +145,12 @@ func (n Names) FunctionSQL(s catalog.Source) string {
 	head := fmt.Sprintf(`CREATE OR REPLACE FUNCTION %s.%s() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
-SET lock_timeout = 0
+%s
 %sAS $trellis$
 DECLARE
   s int;
 BEGIN
-`, cat, ident.Quote(n.Function(s.ID)), settingsFor(append(append([]string(nil), s.KeyTypes...), s.CapTypes...)))
+`, cat, ident.Quote(n.Function(s.ID)), locks.FunctionNoTimeout, settingsFor(append(append([]string(nil), s.KeyTypes...), s.CapTypes...)))
 	// bySegment is an IF over the current segment s, with one branch per
 	// segment (stmt formats the segment's number and quoted name), and s
 	// set to NULL when it is none of them.

@@ -181,3 +181,9 @@ func SetTimeout(ctx context.Context, tx Execer, d time.Duration) error {
 
 // timeoutSetting renders d as a lock_timeout value, in milliseconds.
 func timeoutSetting(d time.Duration) string { return fmt.Sprintf("%dms", d.Milliseconds()) }
+
+// FunctionNoTimeout is the clause of a CREATE FUNCTION whose lock waits
+// ignore the caller's lock_timeout: capture waits for the locks it takes
+// (at most a reclaim's short attempt) rather than fail a writer's
+// statement.
+const FunctionNoTimeout = "SET lock_timeout = 0"
