@@ -133,3 +133,36 @@ CREATE TABLE orders (id bigint PRIMARY KEY, customer_id int, price numeric, stat
 		e2.assertMatches(d.target, d.recompute)
 	}
 }
+
+// A derived table's computed column quarantines like any other (its
+// expression is the column's), and a transform can read an inlined
+// target as it reads any target of its shape.
+func TestDerivedTableQuarantineAndChain(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE src (id int PRIMARY KEY, v int NOT NULL, g int NOT NULL)`)
+	e.exec(`INSERT INTO src SELECT i, i % 10, i % 4 FROM generate_series(1, 200) i`)
+	c := e.engine()
+	_, err := c.Define(e.ctx, `TRANSFORM ratios FROM (SELECT id, 100 / v AS r, v FROM src) s SELECT s.id, s.r, s.v`)
+	require.NoError(t, err)
+	_, err = c.Define(e.ctx, `TRANSFORM per_g WITH grouped AS (SELECT g, sum(v) AS total, count(*) AS n FROM src GROUP BY g) FROM grouped SELECT g, total, n`)
+	require.NoError(t, err)
+	e.waitState(c, "ratios", trellis.StateLive)
+	e.waitState(c, "per_g", trellis.StateLive)
+	col, err := c.QuarantineStatus(e.ctx, "ratios.r") // 100 / 0 on every tenth row
+	require.NoError(t, err)
+	require.Equal(t, trellis.StatePaused, col.State)
+	require.Contains(t, col.Error, "division by zero")
+	e.assertMatches("(SELECT id, v FROM ratios) x", `SELECT id, v FROM src`)
+
+	// A chain over the inlined GROUP BY (of a NOT NULL column).
+	_, err = c.Define(e.ctx, `TRANSFORM per_g_big FROM per_g SELECT g, total * 2 AS dbl WHERE n > 10`)
+	require.NoError(t, err)
+	e.waitState(c, "per_g_big", trellis.StateLive)
+	e.exec(`UPDATE src SET v = v + 1, g = (g + 1) % 4 WHERE id % 3 = 0`)
+	e.exec(`DELETE FROM src WHERE id % 7 = 0`)
+	e.converge(c)
+	e.assertMatches("per_g", `SELECT g, sum(v) AS total, count(*) AS n FROM src GROUP BY g`)
+	e.assertMatches("per_g_big", `SELECT g, sum(v) * 2 AS dbl FROM src GROUP BY g HAVING count(*) > 10`)
+	e.assertMatches("(SELECT id, v FROM ratios) x", `SELECT id, v FROM src`)
+}
