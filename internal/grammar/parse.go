@@ -327,7 +327,7 @@ func (p *stmtParser) alter() (Statement, *Error) {
 // skeleton; SQL parts end there (at parenthesis depth 0).
 func (p *stmtParser) clauseStart(i int) bool {
 	switch p.toks[i].word {
-	case "where", "select":
+	case "where", "select", "union", "intersect", "except":
 		return true
 	case "join":
 		return !p.isKind(i+1, pg.Token_ASCII_40) // join(...) would be a function call
@@ -744,6 +744,8 @@ func (p *stmtParser) transform() (Statement, *Error) {
 			return nil, p.errAt(Syntax, p.pos, "only one WHERE clause is allowed")
 		case p.is(p.pos, "where"):
 			return nil, p.errAt(Syntax, p.pos, "WHERE must come before "+after)
+		case p.is(p.pos, "union"), p.is(p.pos, "intersect"), p.is(p.pos, "except"):
+			return nil, p.errAt(Invalid, p.pos, "UNION, INTERSECT and EXCEPT are not supported: define each branch as a transform of its own")
 		case p.clauseStart(p.pos) && p.toks[p.pos].word != "select":
 			return nil, p.errAt(Syntax, p.pos, "unexpected "+quoteToken(p.toks[p.pos].text)+" after "+after+" (the order is JOIN, SELECT, WHERE, GROUP BY, HAVING, ORDER BY, LIMIT, WITHOUT SOURCE INDEX)")
 		}
