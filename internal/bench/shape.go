@@ -58,10 +58,21 @@ const (
 	// bench_src SELECT DISTINCT ON (grp) grp, id AS best, v ORDER BY grp,
 	// v DESC, id (the top row of each group).
 	DistinctOn = "distincton"
+	// Join3: a star of three tables. bench_regions(id, name) with 50 rows,
+	// bench_customers(id, region_id, region) with 10,000 and the join's
+	// bench_src; TRANSFORM bench_tgt FROM bench_src s JOIN bench_customers c
+	// ON c.id = s.customer_id JOIN bench_regions r ON r.id = c.region_id
+	// SELECT s.id AS id, r.name AS region, s.v AS v.
+	Join3 = "join3"
+	// Semi: the join's tables; TRANSFORM bench_tgt FROM bench_src s SELECT
+	// s.v AS v WHERE EXISTS (SELECT 1 FROM bench_customers c WHERE c.id =
+	// s.customer_id AND c.region <> 'none') (a semi-join: every row has a
+	// match).
+	Semi = "semi"
 )
 
 // Shapes lists every shape; the first is the default.
-var Shapes = []string{Projection, GroupBy, Join, Quarantine, Having, Global, Derived, CTE, View, Window, TopK, DistinctOn}
+var Shapes = []string{Projection, GroupBy, Join, Quarantine, Having, Global, Derived, CTE, View, Window, TopK, DistinctOn, Join3, Semi}
 
 const (
 	shapeGroups    = 10_000 // groups of the groupby shape
@@ -158,6 +169,20 @@ func shapeOf(name string) shape {
 			keys:       []string{"id", "c_id"}, vals: []string{"region", "v"},
 			pollKey: "id", pollVal: "v",
 		}
+	case Join3:
+		return shape{
+			name:       Join3,
+			definition: "SELECT s.id AS id, c.id AS c_id, r.id AS r_id, r.name AS region, s.v AS v FROM %[1]s s JOIN %[2]s c ON c.id = s.customer_id JOIN %[4]s r ON r.id = c.region_id",
+			keys:       []string{"id", "c_id", "r_id"}, vals: []string{"region", "v"},
+			pollKey: "id", pollVal: "v",
+		}
+	case Semi:
+		return shape{
+			name:       Semi,
+			definition: "SELECT s.id AS id, s.v AS v FROM %[1]s s WHERE EXISTS (SELECT 1 FROM %[2]s c WHERE c.id = s.customer_id AND c.region <> 'none')",
+			keys:       []string{"id"}, vals: []string{"v"},
+			pollKey: "id", pollVal: "v",
+		}
 	case Quarantine:
 		return shape{
 			name:       Quarantine,
@@ -183,6 +208,11 @@ func (e *env) transform() string {
 		return fmt.Sprintf("TRANSFORM %s FROM %s SELECT grp AS grp, sum(v) AS total, count(*) AS n GROUP BY grp", tgt, src)
 	case Join:
 		return fmt.Sprintf("TRANSFORM %s FROM %s s JOIN %s c ON c.id = s.customer_id SELECT s.id AS id, c.region AS region, s.v AS v", tgt, src, cust)
+	case Join3:
+		return fmt.Sprintf("TRANSFORM %s FROM %s s JOIN %s c ON c.id = s.customer_id JOIN %s r ON r.id = c.region_id SELECT s.id AS id, r.name AS region, s.v AS v",
+			tgt, src, cust, e.table("bench_regions"))
+	case Semi:
+		return fmt.Sprintf("TRANSFORM %s FROM %s s SELECT s.v AS v WHERE EXISTS (SELECT 1 FROM %s c WHERE c.id = s.customer_id AND c.region <> 'none')", tgt, src, cust)
 	case Quarantine:
 		return fmt.Sprintf("TRANSFORM %s FROM %s SELECT v AS v, 100 / d AS r", tgt, src)
 	case Having:
@@ -208,7 +238,7 @@ func (e *env) transform() string {
 
 // definition is the transform's query as plain SQL.
 func (e *env) definition() string {
-	return fmt.Sprintf(e.shape.definition, e.table("bench_src"), e.table("bench_customers"), e.table("bench_view"))
+	return fmt.Sprintf(e.shape.definition, e.table("bench_src"), e.table("bench_customers"), e.table("bench_view"), e.table("bench_regions"))
 }
 
 // createSource creates the shape's source tables, vacuumed and analysed:
@@ -228,17 +258,25 @@ func (e *env) createSource(ctx context.Context, rows int) error {
 			fmt.Sprintf("CREATE INDEX ON %s (grp)", src),
 			fmt.Sprintf("VACUUM (ANALYZE) %s", src),
 		}
-	case Join:
+	case Join, Join3, Semi:
 		qs = []string{
-			fmt.Sprintf("CREATE TABLE %s (id int NOT NULL, region text)", cust),
-			fmt.Sprintf("INSERT INTO %s SELECT g, 'region ' || (g %% %d) FROM generate_series(1, %d) g", cust, shapeRegions, shapeCustomers),
+			fmt.Sprintf("CREATE TABLE %s (id int NOT NULL, region text, region_id int)", cust),
+			fmt.Sprintf("INSERT INTO %s SELECT g, 'region ' || (g %% %d), g %% %d FROM generate_series(1, %d) g", cust, shapeRegions, shapeRegions, shapeCustomers),
 			fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (id)", cust),
+			fmt.Sprintf("CREATE INDEX ON %s (region_id)", cust),
 			fmt.Sprintf("VACUUM (ANALYZE) %s", cust),
 			fmt.Sprintf("CREATE TABLE %s (id bigint NOT NULL, customer_id int NOT NULL, v int, filler text)", src),
 			fmt.Sprintf("INSERT INTO %s SELECT g, g %% %d + 1, 0, repeat('x', %d) FROM generate_series(1, %d) g", src, shapeCustomers, fillerWidth, rows),
 			fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (id)", src),
 			fmt.Sprintf("CREATE INDEX ON %s (customer_id)", src),
 			fmt.Sprintf("VACUUM (ANALYZE) %s", src),
+		}
+		if e.shape.name == Join3 {
+			regions := e.table("bench_regions")
+			qs = append(qs,
+				fmt.Sprintf("CREATE TABLE %s (id int PRIMARY KEY, name text)", regions),
+				fmt.Sprintf("INSERT INTO %s SELECT g, 'region ' || g FROM generate_series(0, %d) g", regions, shapeRegions-1),
+				fmt.Sprintf("VACUUM (ANALYZE) %s", regions))
 		}
 	case Quarantine:
 		qs = []string{
