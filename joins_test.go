@@ -263,3 +263,57 @@ func TestMultiJoinsConverge(t *testing.T) {
 	}
 	t.Logf("%d write transactions", writes.Load())
 }
+
+// TestMultiJoinAlterChainDump alters a three-table join and a semi-join
+// (ADD and DROP COLUMN, the new column reading the third table), reads the
+// inner join's target from a chain, and dumps the definitions; after
+// writes to every table each target equals its recompute.
+func TestMultiJoinAlterChainDump(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	createJoinSources(e)
+	c := e.engine()
+	_, err := c.Define(e.ctx, `TRANSFORM mja FROM orders o JOIN customers c ON c.id = o.customer_id JOIN regions r ON r.id = c.region_id SELECT o.id, c.name`)
+	require.NoError(t, err)
+	_, err = c.Define(e.ctx, `TRANSFORM sja FROM customers c SELECT c.id, c.name WHERE EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id)`)
+	require.NoError(t, err)
+	e.waitState(c, "mja", trellis.StateLive)
+	e.waitState(c, "sja", trellis.StateLive)
+
+	_, err = c.Apply(e.ctx, `ALTER TRANSFORM mja ADD COLUMN upper(r.name) AS region`)
+	require.NoError(t, err)
+	_, err = c.Apply(e.ctx, `ALTER TRANSFORM mja DROP COLUMN name`)
+	require.NoError(t, err)
+	_, err = c.Apply(e.ctx, `ALTER TRANSFORM sja ADD COLUMN c.region_id * 2 AS twice`)
+	require.NoError(t, err)
+	// A column cannot read the subquery's table.
+	_, err = c.Apply(e.ctx, `ALTER TRANSFORM sja ADD COLUMN o.qty AS qty`)
+	requireCode(t, err, trellis.CodeValidation)
+	e.waitState(c, "mja", trellis.StateLive)
+	e.waitState(c, "sja", trellis.StateLive)
+
+	// A chain over the inner join's target, keyed by its three keys.
+	_, err = c.Define(e.ctx, `TRANSFORM mja_copy FROM mja m SELECT m.region AS reg`)
+	require.NoError(t, err)
+	e.waitState(c, "mja_copy", trellis.StateLive)
+	st, err := c.Status(e.ctx, "mja")
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"public.orders", "public.customers", "public.regions"}, st.Sources)
+
+	e.exec(`UPDATE regions SET name = 'moved' WHERE id = 3`)
+	e.exec(`UPDATE customers SET region_id = 4 WHERE id % 7 = 0`)
+	e.exec(`DELETE FROM orders WHERE id % 11 = 0`)
+	e.exec(`DELETE FROM regions WHERE id = 5`)
+	e.exec(`INSERT INTO orders VALUES (5000, 3, 1, 1, 'ok'), (5001, 61, 1, 1, 'ok')`)
+	e.exec(`INSERT INTO customers VALUES (61, 2, 'new')`)
+	e.converge(c)
+	mja := `SELECT o.id, c.id AS c_id, r.id AS r_id, upper(r.name) AS region FROM orders o JOIN customers c ON c.id = o.customer_id JOIN regions r ON r.id = c.region_id`
+	e.assertMatches("mja", mja)
+	e.assertMatches("sja", `SELECT c.id, c.name, c.region_id * 2 AS twice FROM customers c WHERE EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id)`)
+	e.assertMatches("mja_copy", `SELECT id, c_id, r_id, region AS reg FROM (`+mja+`) m`)
+
+	dump, err := c.DumpDefinitionsSQL(e.ctx)
+	require.NoError(t, err)
+	require.Contains(t, dump, "JOIN regions r ON r.id = c.region_id")
+	require.Contains(t, dump, "WHERE EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id)")
+}
