@@ -171,6 +171,9 @@ func (g *diffGen) ddl() []string {
 		"CREATE TABLE "+g.q("a")+" (id int PRIMARY KEY, g int, k text COLLATE \"C\", ci "+ci+", n numeric, n2 numeric(10,2), f float8, j jsonb, js json, ts timestamptz, arr int[], e "+g.q("mood")+", d "+g.q("posint")+")",
 		"CREATE TABLE "+g.q("b")+" (id int PRIMARY KEY, aid int, w int, label text)",
 		"CREATE INDEX ON "+g.q("b")+" (aid)",
+		// Views read as sources (decision 0028): their queries are inlined.
+		"CREATE VIEW "+g.q("av")+" AS SELECT * FROM "+g.q("a"),
+		"CREATE VIEW "+g.q("bv")+" AS SELECT id, aid, w, label FROM "+g.q("b"),
 		"CREATE TABLE "+g.q("c")+" (id int PRIMARY KEY, w int, tag text COLLATE \"C\")",
 		"CREATE INDEX ON "+g.q("c")+" (w)",
 		"CREATE TABLE "+g.q("p")+" (id int, part int, v int, s text, PRIMARY KEY (id, part)) PARTITION BY LIST (part)",
@@ -351,6 +354,8 @@ func (g *diffGen) def(i int, prior []diffDef) diffDef {
 		switch g.alt.IntN(4) {
 		case 0: // the filter inside a derived table
 			d.stmt = fmt.Sprintf("TRANSFORM %s FROM (SELECT * FROM %s%s) a SELECT %s", d.name, g.q("a"), where(strings.ReplaceAll(w, "a.", "")), strings.Join(sel, ", "))
+		case 2: // through a view of the table
+			d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s a SELECT %s%s", d.name, g.q("av"), strings.Join(sel, ", "), where(w))
 		case 1: // the outputs computed by a CTE, read by name
 			d.stmt = fmt.Sprintf("TRANSFORM %s WITH x AS (SELECT a.id, %s FROM %s a) FROM x y SELECT %s%s", d.name, strings.Join(sel, ", "),
 				g.q("a"), strings.Join(prefixed("y.", names), ", "), where(strings.ReplaceAll(w, "a.", "y.")))
@@ -390,10 +395,13 @@ func (g *diffGen) def(i int, prior []diffDef) diffDef {
 			sel, names, exprs := selectList(items)
 			w := g.pick("", "b.w > 0", "a.g > 1")
 			d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s SELECT a.id AS a_id0, b.id AS b_id0, %s%s", d.name, from, strings.Join(sel, ", "), where(w))
-			if g.alt.IntN(3) == 0 {
-				// the joined table through a derived table of its columns
+			switch g.alt.IntN(3) {
+			case 0: // the joined table through a derived table of its columns
 				d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s a %s (SELECT id, aid, w, label FROM %s) b ON a.id = b.aid SELECT a.id AS a_id0, b.id AS b_id0, %s%s",
 					d.name, g.q("a"), join, g.q("b"), strings.Join(sel, ", "), where(w))
+			case 1: // the joined table through a view
+				d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s a %s %s b ON a.id = b.aid SELECT a.id AS a_id0, b.id AS b_id0, %s%s",
+					d.name, g.q("a"), join, g.q("bv"), strings.Join(sel, ", "), where(w))
 			}
 			d.cols = append([]string{"a_id0", "b_id0"}, names...)
 			d.recompute = fmt.Sprintf("SELECT a.id, b.id, %s FROM %s%s", strings.Join(exprs, ", "), from, where(w))
