@@ -119,8 +119,8 @@ func TestDurableNeedsTheThrowawayServer(t *testing.T) {
 }
 
 func TestUnknownShape(t *testing.T) {
-	_, err := RunResults(context.Background(), Options{Shape: "window"}, &bytes.Buffer{})
-	if err == nil || !strings.Contains(err.Error(), `unknown shape "window"`) {
+	_, err := RunResults(context.Background(), Options{Shape: "nonesuch"}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), `unknown shape "nonesuch"`) {
 		t.Fatalf("got %v, want an unknown shape error", err)
 	}
 }
