@@ -130,3 +130,51 @@ func TestWindowFunctions(t *testing.T) {
 	require.Equal(t, trellis.CodeValidation, trellis.CodeOf(err))
 	require.Contains(t, err.Error(), "recomputed a partition at a time")
 }
+
+// A window transform's columns quarantine like any other (the failing
+// unit is the partition); ALTER TRANSFORM adds and drops its plain
+// columns and refuses to add a window function.
+func TestWindowQuarantineAndAlter(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE scores (id bigint PRIMARY KEY, grp text, v int NOT NULL)`)
+	e.exec(`CREATE INDEX ON scores (grp)`)
+	e.exec(`INSERT INTO scores SELECT g, 'g' || (g % 4), g % 7 + 1 FROM generate_series(1, 80) g`)
+	c := e.engine()
+	_, err := c.Define(e.ctx, `TRANSFORM ranks FROM scores SELECT grp, v, rank() OVER (PARTITION BY grp ORDER BY v) AS r, 100 / v AS inv`)
+	require.NoError(t, err)
+	e.waitState(c, "ranks", trellis.StateLive)
+	e.exec(`INSERT INTO scores VALUES (81, 'g1', 0)`)
+	e.converge(c)
+	q := e.waitQuarantine(c, "ranks.inv", func(q trellis.QuarantineEntry) bool { return q.State == trellis.StatePaused })
+	require.Contains(t, q.Error, "division by zero")
+	page, err := c.SampleQuarantined(e.ctx, "ranks.inv", trellis.SampleOptions{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, page.Samples, 1)
+	require.Equal(t, "g1", page.Samples[0].Key, "the partition is the unit")
+	e.exec(`INSERT INTO scores VALUES (82, 'g1', 0), (83, 'g2', 9)`)
+	e.converge(c)
+	e.assertMatches("(SELECT grp, id, v, r FROM ranks) x", `SELECT grp, id, v, rank() OVER (PARTITION BY grp ORDER BY v) AS r FROM scores`)
+
+	e.exec(`UPDATE scores SET v = 1 WHERE v = 0`)
+	e.converge(c)
+	_, err = c.Apply(e.ctx, `RESUME TRANSFORM ranks.inv`)
+	require.NoError(t, err)
+	e.waitState(c, "ranks", trellis.StateLive)
+	e.converge(c)
+	recompute := `SELECT grp, id, v, rank() OVER (PARTITION BY grp ORDER BY v) AS r, 100 / v AS inv FROM scores`
+	e.assertMatches("ranks", recompute)
+
+	_, err = c.Apply(e.ctx, `ALTER TRANSFORM ranks ADD COLUMN upper(grp) AS loud`)
+	require.NoError(t, err)
+	_, err = c.Apply(e.ctx, `ALTER TRANSFORM ranks ADD COLUMN sum(v) OVER (PARTITION BY grp) AS total`)
+	require.Equal(t, trellis.CodeValidation, trellis.CodeOf(err), "%v", err)
+	require.ErrorContains(t, err, "cannot add a window function")
+	_, err = c.Apply(e.ctx, `ALTER TRANSFORM ranks DROP COLUMN inv`)
+	require.NoError(t, err)
+	e.exec(`UPDATE scores SET grp = 'g3' WHERE id % 5 = 0`)
+	e.waitState(c, "ranks", trellis.StateLive)
+	e.converge(c)
+	e.assertMatches("ranks", `SELECT grp, id, v, rank() OVER (PARTITION BY grp ORDER BY v) AS r, upper(grp) AS loud FROM scores`)
+	requireConsistent(t, "ranks", e.selfCheck(c, "ranks", trellis.SelfCheckStrict))
+}
