@@ -103,11 +103,13 @@ func (s *suite) sustain(ctx context.Context, e *env) ([]Result, error) {
 	begin := time.Now()
 	every := max(1, int(s.opts.Duration/sustainReports/sustainSample))
 	var out outcome
+	tick := time.NewTicker(sustainSample)
+	defer tick.Stop()
 	for running := true; running; {
 		select {
 		case out = <-done:
 			running = false
-		case <-time.After(sustainSample):
+		case <-tick.C:
 		}
 		if err := read(time.Since(begin)); err != nil {
 			return nil, err
