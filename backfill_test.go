@@ -214,14 +214,15 @@ func TestBulkBuildLeavesAFailingWhereToPages(t *testing.T) {
 }
 
 // The staging worker dying in the middle of a quarantining build (during
-// its scan for the failing rows) leaves nothing behind: the next worker
+// its scan for the failing rows, among them the first rows and adjacent
+// ones) leaves nothing behind: the next worker
 // builds again from the start, and the target, its quarantined column and
 // its samples are exactly those of a build that never stopped.
 func TestBulkBuildQuarantiningSurvivesACrash(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	e.exec(`CREATE TABLE items (id int PRIMARY KEY, a int NOT NULL, b int NOT NULL)`)
-	e.exec(`INSERT INTO items SELECT g, g, CASE WHEN g % 500 = 0 THEN 0 ELSE 1 END FROM generate_series(1, 200000) g`)
+	e.exec(`INSERT INTO items SELECT g, g, CASE WHEN g % 500 = 0 OR g IN (1, 2, 3, 199999) THEN 0 ELSE 1 END FROM generate_series(1, 200000) g`)
 	e.exec(`ANALYZE items`)
 	m := e.connect(trellis.Options{})
 	require.NoError(t, m.Migrate(e.ctx))
@@ -252,6 +253,6 @@ SELECT t.state, (SELECT count(*) FROM trellis.quarantine), (SELECT count(*) FROM
 	q, err := second.QuarantineStatus(e.ctx, "ratios.r")
 	require.NoError(t, err)
 	require.Equal(t, trellis.StatePaused, q.State)
-	require.EqualValues(t, 400, q.Rows)
-	require.Equal(t, [][]string{{"400", "400"}}, e.rows(`SELECT count(*), count(DISTINCT key_text) FROM trellis.quarantine WHERE column_name = 'r'`))
+	require.EqualValues(t, 404, q.Rows, "every failing row is a sample, the first, the last and adjacent ones too")
+	require.Equal(t, [][]string{{"404", "404"}}, e.rows(`SELECT count(*), count(DISTINCT key_text) FROM trellis.quarantine WHERE column_name = 'r'`))
 }

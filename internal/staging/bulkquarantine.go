@@ -80,73 +80,95 @@ func (w *Worker) buildQuarantining(ctx context.Context, tx pgx.Tx, t *catalog.Tr
 // scanFailures finds the rows on which a projection with one column not
 // paused (only) fails: a scan in key order (plan.FailureScan) stops at the
 // first row that raises, right after the keys of the rows before it; that
-// row, the next one past them, is checked to fail on its own, recorded,
-// and the scan resumes past it. trusted is false when a row so found does
-// not fail on its own (the scan did not run in key order).
+// row, the next one past them, is recorded with the scan's error, and the
+// scan resumes past it. A scan that stops before reading any row may not
+// have run in key order: its row is checked to fail on its own. trusted is
+// false when a row so checked does not (or no row is left to blame).
+//
+// All in one savepoint that is undone (it holds the scan's settings), the
+// scans under a savepoint of their own that each failure rolls back to.
 func (w *Worker) scanFailures(ctx context.Context, tx pgx.Tx, only *plan.Plan) (fs []recompute.Failure, trusted bool, err error) {
 	n := len(only.Spec.Source.KeyCols)
-	var lower []any
-	for {
-		last := lower
-		var failure *pgconn.PgError
-		err := recompute.Undone(ctx, tx, func() error {
-			if _, err := tx.Exec(ctx, sqlOrderedScan); err != nil {
+	err = recompute.Undone(ctx, tx, func() error {
+		if _, err := tx.Exec(ctx, sqlOrderedScan); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, sqlScanSavepoint); err != nil {
+			return err
+		}
+		var lower []any
+		for {
+			last, read, scanErr := scanSegment(ctx, tx, only, n, lower)
+			if scanErr == nil {
+				trusted = true // the scan reached the end
+				return nil
+			}
+			var pe *pgconn.PgError
+			if !recompute.RowError(scanErr) || !errors.As(scanErr, &pe) {
+				return scanErr
+			}
+			if _, err := tx.Exec(ctx, sqlScanRollback); err != nil {
 				return err
 			}
-			rows, err := tx.Query(ctx, only.FailureScan(last != nil), last...)
-			if err != nil {
+			next := make([]string, n)
+			dest := make([]any, n)
+			for i := range next {
+				dest[i] = &next[i]
+			}
+			if err := tx.QueryRow(ctx, only.NextKey(last != nil), last...).Scan(dest...); err != nil {
+				if errors.Is(err, pgx.ErrNoRows) {
+					return nil // no row to blame: not trusted
+				}
 				return err
 			}
-			defer rows.Close()
-			key := make([]string, n)
-			scan := make([]any, n+1)
-			for i := range key {
-				scan[i] = &key[i]
-			}
-			var isNull bool
-			scan[n] = &isNull
-			for rows.Next() {
-				if err := rows.Scan(scan...); err != nil {
+			if read == 0 {
+				alone := func() error {
+					_, err := tx.Exec(ctx, only.EvalKey(), toAny(next)...)
+					return err
+				}()
+				if alone == nil {
+					return nil // it does not fail alone: not trusted
+				}
+				if !recompute.RowError(alone) || !errors.As(alone, &pe) {
+					return alone
+				}
+				if _, err := tx.Exec(ctx, sqlScanRollback); err != nil {
 					return err
 				}
-				last = toAny(key)
 			}
-			return rows.Err()
-		})
-		if err == nil {
-			return fs, true, nil // the scan reached the end
+			fs = append(fs, recompute.Failure{Key: recompute.Ptrs(next), State: pe.Code, Msg: pe.Message})
+			lower = toAny(next)
 		}
-		if !recompute.RowError(err) || !errors.As(err, &failure) {
-			return nil, false, err
-		}
-		// The row past the last key read is the one that raised.
-		next := make([]string, n)
-		dest := make([]any, n)
-		for i := range next {
-			dest[i] = &next[i]
-		}
-		if err := tx.QueryRow(ctx, only.NextKey(last != nil), last...).Scan(dest...); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return nil, false, nil
-			}
-			return nil, false, err
-		}
-		alone := recompute.Undone(ctx, tx, func() error {
-			_, err := tx.Exec(ctx, only.EvalKey(), toAny(next)...)
-			return err
-		})
-		if alone == nil {
-			return nil, false, nil
-		}
-		if !recompute.RowError(alone) {
-			return nil, false, alone
-		}
-		var pe *pgconn.PgError
-		msg, state := alone.Error(), ""
-		if errors.As(alone, &pe) {
-			msg, state = pe.Message, pe.Code
-		}
-		fs = append(fs, recompute.Failure{Key: recompute.Ptrs(next), State: state, Msg: msg})
-		lower = toAny(next)
+	})
+	if err != nil || !trusted {
+		return nil, false, err
 	}
+	return fs, true, nil
+}
+
+// scanSegment runs one failure scan past lower (none: from the start) and
+// returns the last key it read (lower when none), how many rows it read,
+// and the error that stopped it (nil: it reached the end).
+func scanSegment(ctx context.Context, tx pgx.Tx, only *plan.Plan, n int, lower []any) (last []any, read int, err error) {
+	last = lower
+	rows, err := tx.Query(ctx, only.FailureScan(lower != nil), lower...)
+	if err != nil {
+		return last, 0, err
+	}
+	defer rows.Close()
+	key := make([]string, n)
+	scan := make([]any, n+1)
+	for i := range key {
+		scan[i] = &key[i]
+	}
+	var isNull bool
+	scan[n] = &isNull
+	for rows.Next() {
+		if err := rows.Scan(scan...); err != nil {
+			return last, read, err
+		}
+		last = toAny(key)
+		read++
+	}
+	return last, read, rows.Err()
 }

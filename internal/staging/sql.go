@@ -230,3 +230,10 @@ const (
 // sqlOrderedScan makes the rest of a savepoint's scans run in the order of
 // an index, row by row, without parallel workers (staging's failure scans).
 const sqlOrderedScan = `SELECT set_config('enable_sort', 'off', true), set_config('max_parallel_workers_per_gather', '0', true)`
+
+// The savepoint a failure scan runs under, and the rollback to it after a
+// row raised (staging's failure scans).
+const (
+	sqlScanSavepoint = `SAVEPOINT trellis_failure_scan`
+	sqlScanRollback  = `ROLLBACK TO SAVEPOINT trellis_failure_scan`
+)
