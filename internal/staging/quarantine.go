@@ -260,8 +260,14 @@ func (w *Worker) scratchPays(ctx context.Context, tx pgx.Tx, pl *plan.Plan) (boo
 		return false, nil // a join yields about as many rows as it reads
 	}
 	var out []byte
-	if err := tx.QueryRow(ctx, pl.ExplainShape()).Scan(&out); err != nil {
-		return false, fmt.Errorf("planning the build of %s: %w", pl.Target, err)
+	// Undone: planning can raise (a constant expression that fails), and
+	// the build's careful path then diagnoses it as before.
+	err := recompute.Undone(ctx, tx, func() error { return tx.QueryRow(ctx, pl.ExplainShape()).Scan(&out) })
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, err
+		}
+		return false, nil
 	}
 	var explained []struct {
 		Plan struct {
