@@ -160,7 +160,8 @@ ORDER BY p.id LIMIT $2`
 
 // Pending work (pending.go). reach pairs each transform with every source
 // it depends on, through chains of targets read as sources; bysrc counts
-// each source's ledger rows in pages not yet applied (each page's rows
+// each source's changes, a key once per transaction (an update appends its
+// old and its new row), in pages not yet applied (each page's rows
 // are those committed in hi and not in lo, in its buckets; they committed
 // after the previous cut was taken) and those committed since the last
 // cut ($2 lists every bucket, for the (bucket, xid) index).
@@ -175,7 +176,7 @@ WITH RECURSIVE reach (transform_id, source_id) AS (
     JOIN %[1]s.transform_sources ts ON ts.transform_id = u.id
 ),
 bysrc AS (
-    SELECT l.src, count(*) AS n, min(coalesce(prev.cut_at, c.cut_at)) AS since
+    SELECT l.src, count(DISTINCT (l.xid, l.key)) AS n, min(coalesce(prev.cut_at, c.cut_at)) AS since
     FROM %[1]s.pages p
     JOIN %[1]s.cuts c ON c.n = p.cut
     LEFT JOIN LATERAL (SELECT pc.cut_at FROM %[1]s.cuts pc WHERE pc.n < p.cut ORDER BY pc.n DESC LIMIT 1) prev ON true
@@ -185,7 +186,7 @@ bysrc AS (
     WHERE NOT p.done
     GROUP BY l.src
     UNION ALL
-    SELECT l.src, count(*), min(last.cut_at)
+    SELECT l.src, count(DISTINCT (l.xid, l.key)), min(last.cut_at)
     FROM (SELECT snap, cut_at FROM %[1]s.cuts ORDER BY n DESC LIMIT 1) last
     JOIN %[1]s.ledger l ON l.bucket = ANY ($2::int[])
         AND l.xid >= pg_snapshot_xmin(last.snap) AND NOT pg_visible_in_snapshot(l.xid, last.snap)
