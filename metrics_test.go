@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/trellis-pg/trellis"
+	"github.com/trellis-pg/trellis/internal/capture"
 )
 
 // metricValue finds, in a text exposition, the sample of the series name
@@ -191,4 +192,36 @@ func TestMetricsInstancesApart(t *testing.T) {
 	require.False(t, ok, "the instance's last client closed")
 	_, ok = metricValue(trellis.RenderPrometheus(), "trellis_drain_keys_applied_total", "trellis_instance="+instA)
 	require.True(t, ok)
+}
+
+// Wake-ups of the staging worker are debounced: any role may NOTIFY its
+// channel, and a flood of notifications from another role makes at most
+// one pass per 25 ms (trellis_staging_passes_total), not one per
+// notification.
+func TestStagingWakeUpsAreDebounced(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	m := e.connect(trellis.Options{})
+	require.NoError(t, m.Migrate(e.ctx))
+	e.connect(trellis.Options{Staging: true, PollInterval: time.Hour})
+	inst := e.instanceLabel("trellis")
+	e.waitMetric(inst, "trellis_staging_passes_total", atLeast(1))
+	flooder := e.role("flooder")
+	channel := capture.Names{Catalog: "trellis"}.StagingChannel()
+
+	before, _ := metricValue(trellis.RenderPrometheus(), "trellis_staging_passes_total", "trellis_instance="+inst)
+	start := time.Now()
+	sent := 0
+	for time.Since(start) < time.Second {
+		_, err := flooder.Exec(e.ctx, `SELECT pg_notify($1, g::text) FROM generate_series(1, 50) g`, channel)
+		require.NoError(t, err)
+		sent += 50
+	}
+	e.waitMetric(inst, "trellis_staging_passes_total", atLeast(before+1))
+	// Every pass counted by now started within elapsed.
+	elapsed := time.Since(start)
+	after, _ := metricValue(trellis.RenderPrometheus(), "trellis_staging_passes_total", "trellis_instance="+inst)
+	bound := elapsed.Seconds()/(25*time.Millisecond).Seconds() + 2
+	require.LessOrEqual(t, after-before, bound, "%.0f passes in %s for %d notifications", after-before, elapsed, sent)
+	t.Logf("%.0f passes in %s for %d notifications", after-before, elapsed, sent)
 }

@@ -47,6 +47,7 @@ type families struct {
 	buildPages   *prometheus.CounterVec
 	builds       *prometheus.CounterVec
 	buildRows    *prometheus.CounterVec
+	passes       *prometheus.CounterVec
 	captureFails *prometheus.CounterVec
 	rejected     *prometheus.CounterVec
 	panics       *prometheus.CounterVec
@@ -90,6 +91,8 @@ func newFamilies() *families {
 			"Builds (backfills) ended: finished (the transform is live) or paused (the build kept failing).", "result"),
 		buildRows: counter("trellis_build_rows_total",
 			"Target rows written by build pages."),
+		passes: counter("trellis_staging_passes_total",
+			"Passes of the staging worker (install capture, build, upkeep); wake-ups are debounced, so a flood of notifications adds at most one pass per 25 ms."),
 		captureFails: counter("trellis_capture_failures_total",
 			"Transforms' sources found with broken capture, by kind: disruption (capture changed outside Trellis), capture (a source column read or the primary key lost), halt (the target changed outside Trellis).", "kind"),
 		rejected: counter("trellis_ledger_rows_rejected_total",
@@ -125,7 +128,7 @@ func newFamilies() *families {
 
 func (f *families) collectors() []prometheus.Collector {
 	return []prometheus.Collector{f.drainPages, f.drainKeys, f.drainSeconds, f.quarantine, f.buildPages, f.builds,
-		f.buildRows, f.captureFails, f.rejected, f.panics, f.lag, f.pending, f.ledgerRows, f.quarantCols, f.heldKeys, f.transforms, f.sampleErrors,
+		f.buildRows, f.passes, f.captureFails, f.rejected, f.panics, f.lag, f.pending, f.ledgerRows, f.quarantCols, f.heldKeys, f.transforms, f.sampleErrors,
 		f.up, f.targetLag, f.targetPending, f.targetState}
 }
 
@@ -204,6 +207,7 @@ type Instance struct {
 	buildPagesOK, buildPagesFail  prometheus.Counter
 	buildsDone, buildsPaused      prometheus.Counter
 	buildRows                     prometheus.Counter
+	passes                        prometheus.Counter
 	captureFails                  map[trellistype.CaptureFailureKind]prometheus.Counter
 	sampleErrors                  prometheus.Counter
 
@@ -237,6 +241,7 @@ func Open(label string) *Instance {
 		buildsDone:      fam.builds.WithLabelValues(label, "finished"),
 		buildsPaused:    fam.builds.WithLabelValues(label, string(trellistype.StatePaused)),
 		buildRows:       fam.buildRows.WithLabelValues(label),
+		passes:          fam.passes.WithLabelValues(label),
 		captureFails:    map[trellistype.CaptureFailureKind]prometheus.Counter{},
 		sampleErrors:    fam.sampleErrors.WithLabelValues(label),
 	}
@@ -338,6 +343,14 @@ func (in *Instance) BuildPage(rows int64, finished bool) {
 	if finished {
 		in.buildsDone.Inc()
 	}
+}
+
+// StagingPass counts a pass of the staging worker.
+func (in *Instance) StagingPass() {
+	if in == nil {
+		return
+	}
+	in.passes.Inc()
 }
 
 // BuildPageFailed counts a failed build page; paused says its transform

@@ -227,6 +227,7 @@ func (w *Worker) Run(ctx context.Context) {
 			backoff.Sleep(ctx, wait)
 		}
 		last = time.Now()
+		w.Metrics.StagingPass()
 		busy, err := w.Pass(ctx)
 		// Sampled whatever the pass did, so a database that fails every
 		// pass shows as failed samples (trellis_up 0), not as silence.
