@@ -397,7 +397,7 @@ func (w *Worker) sourceNames(ctx context.Context, srcs []int) []string {
 
 // reads says whether t reads the source src.
 func reads(t *catalog.Transform, src int) bool {
-	return t.Spec.Source.ID == src || (t.Spec.Join != nil && t.Spec.Join.Source.ID == src)
+	return slices.ContainsFunc(t.Spec.Sources(), func(s plan.Source) bool { return s.ID == src })
 }
 
 // reload refreshes the definitions when the catalog generation (gen,

@@ -624,6 +624,9 @@ func opSchemas(ctx context.Context, tx pgx.Tx, spec plan.Spec) ([]string, error)
 	for _, j := range spec.Joins {
 		types = append(types, j.Source.KeyTypes...)
 	}
+	for _, sj := range spec.Semis {
+		types = append(types, sj.Source.KeyTypes...)
+	}
 	for _, k := range spec.Key {
 		types = append(types, k.Type)
 	}
