@@ -452,7 +452,7 @@ func (p *Plan) keysCTE() string {
 // target is left to the build. It returns the counts deleted and upserted.
 func (p *Plan) Recompute(upTo bool) string {
 	pre, src, tCond := p.recomputeParts(upTo)
-	return p.withDeleteUpsert(pre, src, tCond)
+	return p.withDelete(pre, src, tCond)
 }
 
 // EvalKeys evaluates the definition's columns for a set of keys and
@@ -479,24 +479,39 @@ func (p *Plan) EvalKeys(upTo, withNulls bool) string {
 }
 
 // recomputeParts are the parts of Recompute: a CTE prefix, the source
-// query of the keys, and the condition on the target's keys.
+// query of the keys, and the delete's condition: the target's rows of the
+// keys src does not yield.
 func (p *Plan) recomputeParts(upTo bool) (pre, src, tCond string) {
 	keys := p.Spec.Source.KeyCols
 	n := len(keys)
 	var srcCond string
-	if n == 1 {
+	// The target's rows to delete are those of the keys src does not
+	// yield: found from the keys and src alone, they are looked up in the
+	// target's key index, so the delete costs what the keys gone cost (a
+	// condition on all the keys made the planner scan the whole target).
+	gone := func(from string, k []string) string {
+		var match []string
+		for _, c := range keys {
+			q := ident.Quote(c)
+			match = append(match, "src."+q+" = "+k[len(match)])
+		}
+		return from + " WHERE NOT EXISTS (SELECT 1 FROM src WHERE " + strings.Join(match, " AND ") + ")"
+	}
+	if n == 1 && !isArrayType(p.Spec.Source.KeyTypes[0]) {
 		// A plain array match lets the planner use the primary keys.
 		typ := p.Spec.Source.KeyTypes[0]
 		srcCond = inParam(p.srcKey()[0], 1, typ)
-		tCond = inParam("t."+ident.Quote(keys[0]), 1, typ)
+		tCond = fmt.Sprintf("t.%s = ANY (ARRAY(SELECT k.k %s))", ident.Quote(keys[0]),
+			gone(fmt.Sprintf("FROM unnest($1::%s[]) AS k(k)", typ), []string{"k.k"}))
 	} else {
 		pre = "k AS (" + p.keysCTE() + "), "
 		srcCond = keyTuple(p.srcKey()) + " IN (SELECT " + ident.List(keys) + " FROM k)"
-		var tk []string
+		var tk, kk []string
 		for _, k := range keys {
 			tk = append(tk, "t."+ident.Quote(k))
+			kk = append(kk, "k."+ident.Quote(k))
 		}
-		tCond = keyTuple(tk) + " IN (SELECT " + ident.List(keys) + " FROM k)"
+		tCond = keyTuple(tk) + " IN (SELECT " + strings.Join(kk, ", ") + " " + gone("FROM k", kk) + ")"
 	}
 	conds := []string{srcCond}
 	tConds := []string{tCond}
@@ -552,11 +567,16 @@ func (p *Plan) pageRange(hasLower, hasUpper bool) (srcConds, tConds []string) {
 // rows matching tCond that src does not yield), ins AS (upsert src) SELECT
 // the counts.
 func (p *Plan) withDeleteUpsert(pre, src, tCond string) string {
-	t := p.Target.Quoted()
 	delWhere := "NOT EXISTS (SELECT 1 FROM src WHERE " + p.keyMatch("src", "t") + ")"
 	if tCond != "" {
 		delWhere = tCond + " AND " + delWhere
 	}
+	return p.withDelete(pre, src, delWhere)
+}
+
+// withDelete is withDeleteUpsert with the delete's whole condition given.
+func (p *Plan) withDelete(pre, src, delWhere string) string {
+	t := p.Target.Quoted()
 	del := fmt.Sprintf("DELETE FROM %s AS t WHERE %s RETURNING 1", t, delWhere)
 	return fmt.Sprintf("WITH %ssrc AS (%s), del AS (%s), ins AS (%s RETURNING 1) SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM ins)",
 		pre, src, del, p.upsert("src"))
