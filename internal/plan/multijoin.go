@@ -15,9 +15,6 @@ import (
 // unit (the FROM table's key for a join, the grouped table for an
 // aggregate), through the tables between them as they are now.
 
-// Positions counts the definition's tables.
-func (p *Plan) Positions() int { return 1 + len(p.Spec.JoinList()) }
-
 // Multi reports whether the definition joins three or more tables, or has
 // a semi- or anti-join: its affected keys come from AffectedAt.
 func (p *Plan) Multi() bool { return len(p.Spec.Joins) > 0 || len(p.Spec.Semis) > 0 }
