@@ -247,6 +247,12 @@ func (p *Plan) RecomputeJoinKeys() []string {
 		match = append(match, "t."+ident.Quote(c.Name)+" = k."+ident.Quote(src.KeyCols[i]))
 	}
 	del := fmt.Sprintf("WITH %s DELETE FROM %s AS t USING k WHERE %s", keys, p.Target.Quoted(), strings.Join(match, " AND "))
+	if len(tcols) == 1 && !isArrayType(src.KeyTypes[0]) {
+		// An array the planner cannot size keeps it on the target's key
+		// index: joined with the keys, it hashed the whole target.
+		del = fmt.Sprintf("WITH %s DELETE FROM %s AS t WHERE t.%s = ANY (ARRAY(SELECT %s FROM k))",
+			keys, p.Target.Quoted(), ident.Quote(tcols[0].Name), ident.Quote(src.KeyCols[0]))
+	}
 	ins := fmt.Sprintf("WITH %s INSERT INTO %s (%s) %s", keys, p.Target.Quoted(), ident.List(p.columnNamesShape()), query)
 	return []string{del, ins}
 }
