@@ -39,20 +39,21 @@ func (l *Ledger) Maintain(ctx context.Context) error {
 		if seg == cur {
 			continue
 		}
-		if err := l.reclaim(ctx, seg, frontier.Snap); err != nil {
+		if err := l.reclaim(ctx, seg, frontier.Snap); err != nil && !segmentGone(err) {
 			return err
 		}
 	}
 	next := (cur + 1) % nsegs
 	if age >= RotateEvery.Seconds() {
 		var curRows, nextRows bool
-		if err := l.Pool.QueryRow(ctx, l.Cat.SQL(sqlSegmentHasRows, segment(cur))).Scan(&curRows); err != nil {
+		err := l.Pool.QueryRow(ctx, l.Cat.SQL(sqlSegmentHasRows, segment(cur))).Scan(&curRows)
+		if err == nil {
+			err = l.Pool.QueryRow(ctx, l.Cat.SQL(sqlSegmentHasRows, segment(next))).Scan(&nextRows)
+		}
+		if err != nil && !segmentGone(err) {
 			return err
 		}
-		if err := l.Pool.QueryRow(ctx, l.Cat.SQL(sqlSegmentHasRows, segment(next))).Scan(&nextRows); err != nil {
-			return err
-		}
-		if curRows && !nextRows {
+		if err == nil && curRows && !nextRows {
 			if _, err := l.Pool.Exec(ctx, l.Cat.SQL(sqlRotate), next, cur); err != nil {
 				return fmt.Errorf("rotating the ledger: %w", err)
 			}
@@ -64,6 +65,12 @@ func (l *Ledger) Maintain(ctx context.Context) error {
 	_, err = l.Pool.Exec(ctx, l.Cat.SQL(sqlPruneCuts), frontier.Cut)
 	return err
 }
+
+// segmentGone says err is a segment's table missing: dropped outside
+// Trellis since the staging worker last repaired the ring
+// (RepairSegments), which its next pass does; upkeep skips the segment
+// meanwhile rather than fail.
+func segmentGone(err error) bool { return pgerr.Is(err, pgerrcode.UndefinedTable) }
 
 // reclaim truncates a segment once every row in it is drained. It holds
 // the segment's lock only briefly and gives up at once if writers hold it.
