@@ -173,11 +173,14 @@ func (c *Catalog) CheckReads(ctx context.Context, q Querier, t *Transform) (*Rea
 type specText struct{ plan.Spec }
 
 // fixed are the expressions of a definition that ALTER TRANSFORM cannot
-// drop: its key, GROUP BY and WHERE.
+// drop: its key, GROUP BY, WHERE, and a window's PARTITION BY and rank.
 func (s specText) fixed() []string {
 	out := append([]string{s.Where}, s.GroupBy...)
 	for _, k := range s.Key {
 		out = append(out, k.Expr)
+	}
+	if w := s.Window; w != nil {
+		out = append(append(out, w.Partition...), w.Rank)
 	}
 	return out
 }
