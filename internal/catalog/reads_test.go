@@ -93,6 +93,15 @@ func TestMissingReads(t *testing.T) {
 	p, err = cat.CheckReads(ctx, db, stale)
 	require.NoError(t, err)
 	require.Nil(t, p.Outputs) // the WHERE reads it too
+	stale.Spec.Where = ""
+	stale.Spec.Window = &plan.Window{Rank: "row_number() OVER (ORDER BY qty DESC, id)", Limit: 3}
+	p, err = cat.CheckReads(ctx, db, stale)
+	require.NoError(t, err)
+	require.Nil(t, p.Outputs) // a top-k's rank reads it too
+	stale.Spec.Window = &plan.Window{Partition: []string{"qty"}}
+	p, err = cat.CheckReads(ctx, db, stale)
+	require.NoError(t, err)
+	require.Nil(t, p.Outputs) // and a window's PARTITION BY
 
 	// A table that is gone is not this check's business.
 	exec(`DROP TABLE o`)
