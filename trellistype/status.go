@@ -55,9 +55,8 @@ type Status struct {
 	BuildTotal int64 `json:"build_total"`
 	// PendingChanges counts the committed, captured changes of its sources
 	// (for a chain, also of the sources upstream of it) not yet applied to
-	// the target; 0 when the target is caught up. It counts captured row
-	// images, not keys: an UPDATE counts its old and its new row. Changes
-	// held in quarantine are counted in HeldKeys instead.
+	// the target; 0 when the target is caught up. Changes held in
+	// quarantine are counted in HeldKeys instead.
 	PendingChanges int64 `json:"pending_changes"`
 	// Lag is how long the oldest pending change has waited, at most (the
 	// estimate is as fine as the ledger's cuts, a few seconds at worst
