@@ -150,6 +150,49 @@ func normalizeExpr(s string) string {
 	return strings.NewReplacer(" ", "", "(", "", ")", "", `"`, "", "::timestampwithtimezone", "", "::text", "").Replace(s)
 }
 
+// indexLeads reads the leading n expressions of every valid index of
+// table. PostgreSQL can fail the read with "cache lookup failed" when an
+// index is dropped between two of its catalog lookups (another session
+// dropping it as the read runs): the read is then tried again, in a
+// savepoint when q is a transaction, so the transaction goes on.
+func indexLeads(ctx context.Context, q catalog.Querier, table string, n int) ([][]string, error) {
+	read := func(q catalog.Querier) ([][]string, error) {
+		rows, err := q.Query(ctx, sqlIndexLeads, table, n)
+		if err != nil {
+			return nil, err
+		}
+		return pgx.CollectRows(rows, pgx.RowTo[[]string])
+	}
+	for attempt := 1; ; attempt++ {
+		tx, ok := q.(pgx.Tx)
+		if !ok {
+			leads, err := read(q)
+			if err == nil || attempt == 3 || !indexVanished(err) {
+				return leads, err
+			}
+			continue
+		}
+		sp, err := tx.Begin(ctx)
+		if err != nil {
+			return nil, err
+		}
+		leads, err := read(sp)
+		if err == nil {
+			return leads, sp.Commit(ctx)
+		}
+		if rerr := sp.Rollback(ctx); rerr != nil || attempt == 3 || !indexVanished(err) {
+			return nil, err
+		}
+	}
+}
+
+// indexVanished says err is PostgreSQL's "cache lookup failed" of a
+// relation dropped while a statement read its catalog rows.
+func indexVanished(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == pgerrcode.InternalError && strings.HasPrefix(pe.Message, "cache lookup failed")
+}
+
 // IndexGaps returns the indexes a transform needs that its sources lack.
 func (e *Engine) IndexGaps(ctx context.Context, q catalog.Querier, spec plan.Spec) ([]trellistype.SourceIndexGap, error) {
 	var gaps []trellistype.SourceIndexGap
@@ -163,11 +206,7 @@ func (e *Engine) IndexGaps(ctx context.Context, q catalog.Querier, spec plan.Spe
 		}
 		seen[k] = true
 		schema, name, _ := strings.Cut(g.Table, ".")
-		rows, err := q.Query(ctx, sqlIndexLeads, ident.Qualified(schema, name), len(g.Columns))
-		if err != nil {
-			return nil, err
-		}
-		leads, err := pgx.CollectRows(rows, pgx.RowTo[[]string])
+		leads, err := indexLeads(ctx, q, ident.Qualified(schema, name), len(g.Columns))
 		if err != nil {
 			return nil, err
 		}
