@@ -501,8 +501,9 @@ func (p *Plan) recomputeParts(upTo bool) (pre, src, tCond string) {
 		// A plain array match lets the planner use the primary keys.
 		typ := p.Spec.Source.KeyTypes[0]
 		srcCond = inParam(p.srcKey()[0], 1, typ)
+		// The keys by subscript: unnest would expand a composite key.
 		tCond = fmt.Sprintf("t.%s = ANY (ARRAY(SELECT k.k %s))", ident.Quote(keys[0]),
-			gone(fmt.Sprintf("FROM unnest($1::%s[]) AS k(k)", typ), []string{"k.k"}))
+			gone(fmt.Sprintf("FROM (SELECT ($1::%s[])[i] AS k FROM generate_subscripts($1::%s[], 1) AS i) AS k", typ, typ), []string{"k.k"}))
 	} else {
 		pre = "k AS (" + p.keysCTE() + "), "
 		srcCond = keyTuple(p.srcKey()) + " IN (SELECT " + ident.List(keys) + " FROM k)"
