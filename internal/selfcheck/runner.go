@@ -19,6 +19,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/ledger"
 	"github.com/trellis-pg/trellis/internal/plan"
 	"github.com/trellis-pg/trellis/internal/recompute"
+	"github.com/trellis-pg/trellis/internal/safe"
 	"github.com/trellis-pg/trellis/trellistype"
 )
 
@@ -119,20 +120,28 @@ func (r *Runner) run(ctx context.Context, j claimed) {
 	beat := make(chan struct{})
 	go func() {
 		defer close(beat)
-		t := time.NewTicker(beatEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-jctx.Done():
-				return
-			case <-t.C:
-				tag, err := r.Pool.Exec(jctx, r.Cat.SQL(sqlBeat), j.id, j.claim)
-				if err == nil && tag.RowsAffected() == 0 {
-					gone.Store(true)
-					cancel()
-					return
+		// A panic here is reported and ends the job (it would run on
+		// without its heartbeat); it never reaches the host process.
+		err := safe.Do(func() error {
+			t := time.NewTicker(beatEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-jctx.Done():
+					return nil
+				case <-t.C:
+					tag, err := r.Pool.Exec(jctx, r.Cat.SQL(sqlBeat), j.id, j.claim)
+					if err == nil && tag.RowsAffected() == 0 {
+						gone.Store(true)
+						cancel()
+						return nil
+					}
 				}
 			}
+		})
+		if err != nil {
+			log.Error("self-check heartbeat panicked; the job stops", "error", err)
+			cancel()
 		}
 	}()
 	c := &check{r: r, job: j}
