@@ -60,7 +60,7 @@ func TestParallelAggregateBuildsThroughScratch(t *testing.T) {
 	assertShapes(e)
 
 	method := map[string]any{}
-	for _, r := range logs.records(t, "build finished; transform is live") {
+	for _, r := range logs.awaitRecords(t, "build finished; transform is live", 4) {
 		method[r["target"].(string)] = r["method"]
 	}
 	require.Equal(t, map[string]any{
@@ -102,7 +102,7 @@ func TestParallelAggregateBuildQuarantines(t *testing.T) {
 	require.Len(t, page.Samples, 1)
 	require.Equal(t, "7", page.Samples[0].Key, "the group of row 777")
 	e.assertMatches("(SELECT grp, n FROM ratios) x", `SELECT grp, count(*) AS n FROM items GROUP BY grp`)
-	finished := logs.records(t, "build finished; transform is live")
+	finished := logs.awaitRecords(t, "build finished; transform is live", 1)
 	require.Len(t, finished, 1)
 	require.Equal(t, staging.BuildInPages, finished[0]["method"])
 }
@@ -143,7 +143,7 @@ func TestBulkBuildQuarantinesFailingColumns(t *testing.T) {
 	e.waitState(c, "ratios", trellis.StateLive)
 	e.waitState(c, "pair_ratios", trellis.StateLive)
 	method := map[string]any{}
-	for _, r := range logs.records(t, "build finished; transform is live") {
+	for _, r := range logs.awaitRecords(t, "build finished; transform is live", 2) {
 		method[r["target"].(string)] = r["method"]
 	}
 	require.Equal(t, map[string]any{"public.ratios": staging.BuildQuarantining, "public.pair_ratios": staging.BuildQuarantining}, method)
@@ -199,7 +199,7 @@ func TestBulkBuildLeavesAFailingWhereToPages(t *testing.T) {
 	_, err := c.Define(e.ctx, "TRANSFORM kept FROM items SELECT a AS a WHERE a / b > 0")
 	require.NoError(t, err)
 	e.waitState(c, "kept", trellis.StateLive)
-	finished := logs.records(t, "build finished; transform is live")
+	finished := logs.awaitRecords(t, "build finished; transform is live", 1)
 	require.Len(t, finished, 1)
 	require.Equal(t, staging.BuildInPages, finished[0]["method"])
 	st, err := c.Status(e.ctx, "kept")
@@ -245,7 +245,7 @@ SELECT t.state, (SELECT count(*) FROM trellis.quarantine), (SELECT count(*) FROM
 	second := e.connect(trellis.Options{Staging: true, DrainWorkers: 1,
 		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	e.waitState(second, "ratios", trellis.StateLive)
-	finished := logs.records(t, "build finished; transform is live")
+	finished := logs.awaitRecords(t, "build finished; transform is live", 1)
 	require.Len(t, finished, 1)
 	require.Equal(t, staging.BuildQuarantining, finished[0]["method"])
 	require.EqualValues(t, 200000, finished[0]["rows"])

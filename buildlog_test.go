@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -43,6 +44,22 @@ func (l *lockedBuffer) records(t *testing.T, msg string) []map[string]any {
 	return out
 }
 
+// awaitRecords waits until n records with message msg are written and
+// returns them: a build logs its finish just after the commit that makes
+// its transform live, so a test that saw the state may not see the record
+// yet.
+func (l *lockedBuffer) awaitRecords(t *testing.T, msg string, n int) []map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out := l.records(t, msg)
+		if len(out) >= n || time.Now().After(deadline) {
+			return out
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // Every build, a projection's and a GROUP BY's alike, logs its start and
 // its finish with the rows it wrote and how long it took.
 func TestBuildsLogStartAndFinish(t *testing.T) {
@@ -69,7 +86,7 @@ func TestBuildsLogStartAndFinish(t *testing.T) {
 	}
 	require.Equal(t, map[string]bool{"public.item_copy": true, "public.item_sums": true}, started)
 	finished := map[string]map[string]any{}
-	for _, r := range logs.records(t, "build finished; transform is live") {
+	for _, r := range logs.awaitRecords(t, "build finished; transform is live", 2) {
 		finished[r["target"].(string)] = r
 	}
 	require.Len(t, finished, 2)
