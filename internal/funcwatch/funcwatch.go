@@ -163,22 +163,8 @@ func rederive(ctx context.Context, tx pgx.Tx, cat *catalog.Catalog, t *catalog.T
 	for i, f := range t.Spec.Functions {
 		oids[i] = f.OID
 	}
-	rows, err := tx.Query(ctx, sqlCurrent, oids)
+	now, err := currentFingerprints(ctx, tx, sqlCurrent, oids)
 	if err != nil {
-		return ch, err
-	}
-	now := map[uint32]*string{}
-	for rows.Next() {
-		var oid uint32
-		var fp *string
-		if err := rows.Scan(&oid, &fp); err != nil {
-			rows.Close()
-			return ch, err
-		}
-		now[oid] = fp
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return ch, err
 	}
 	var gone []string
@@ -260,22 +246,8 @@ func viewChanges(ctx context.Context, tx pgx.Tx, views []plan.View) ([]plan.View
 	for i, v := range views {
 		oids[i] = v.OID
 	}
-	rows, err := tx.Query(ctx, sqlViewsCurrent, oids)
+	now, err := currentFingerprints(ctx, tx, sqlViewsCurrent, oids)
 	if err != nil {
-		return nil, "", err
-	}
-	now := map[uint32]*string{}
-	for rows.Next() {
-		var oid uint32
-		var fp *string
-		if err := rows.Scan(&oid, &fp); err != nil {
-			rows.Close()
-			return nil, "", err
-		}
-		now[oid] = fp
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return nil, "", err
 	}
 	out := slices.Clone(views)
@@ -309,4 +281,25 @@ func changedViews(now, was []plan.View) []string {
 		}
 	}
 	return out
+}
+
+// currentFingerprints runs query (sqlCurrent or sqlViewsCurrent) for oids
+// and returns each object's fingerprint now: nil for one that is gone.
+func currentFingerprints(ctx context.Context, tx pgx.Tx, query string, oids []uint32) (map[uint32]*string, error) {
+	rows, err := tx.Query(ctx, query, oids)
+	if err != nil {
+		return nil, err
+	}
+	now := map[uint32]*string{}
+	for rows.Next() {
+		var oid uint32
+		var fp *string
+		if err := rows.Scan(&oid, &fp); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		now[oid] = fp
+	}
+	rows.Close()
+	return now, rows.Err()
 }

@@ -385,21 +385,23 @@ func qualifyUsing(m protoreflect.Message, using map[string]string) {
 	children(m, func(c protoreflect.Message) { qualifyUsing(c, using) })
 }
 
+// andParts are the top-level AND parts of a condition (n itself when it
+// is no AND), nested ANDs flattened, in order.
+func andParts(n *pg.Node) []*pg.Node {
+	if b := n.GetBoolExpr(); b != nil && b.GetBoolop() == pg.BoolExprType_AND_EXPR {
+		var out []*pg.Node
+		for _, a := range b.GetArgs() {
+			out = append(out, andParts(a)...)
+		}
+		return out
+	}
+	return []*pg.Node{n}
+}
+
 // conjuncts splits an analysed WHERE into its top-level AND parts, each
 // with its canonical SQL and columns, and whether it is column = column.
 func (p *stmtParser) conjuncts(x *expr) ([]Conjunct, *Error) {
-	var parts []*pg.Node
-	var flatten func(n *pg.Node)
-	flatten = func(n *pg.Node) {
-		if b := n.GetBoolExpr(); b != nil && b.GetBoolop() == pg.BoolExprType_AND_EXPR {
-			for _, a := range b.GetArgs() {
-				flatten(a)
-			}
-			return
-		}
-		parts = append(parts, n)
-	}
-	flatten(x.val)
+	parts := andParts(x.val)
 	out := make([]Conjunct, 0, len(parts))
 	for _, n := range parts {
 		tree := &pg.ParseResult{Stmts: []*pg.RawStmt{{Stmt: &pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: &pg.SelectStmt{

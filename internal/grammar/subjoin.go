@@ -17,18 +17,7 @@ import (
 // clause's top-level AND parts, leaving the other parts in rt (nil when
 // none is left). outer are the qualifiers of the statement's tables.
 func (p *stmtParser) subJoins(rt *pg.ResTarget, x *expr, end int) ([]SubJoin, *Error) {
-	var parts []*pg.Node
-	var flatten func(n *pg.Node)
-	flatten = func(n *pg.Node) {
-		if b := n.GetBoolExpr(); b != nil && b.GetBoolop() == pg.BoolExprType_AND_EXPR {
-			for _, a := range b.GetArgs() {
-				flatten(a)
-			}
-			return
-		}
-		parts = append(parts, n)
-	}
-	flatten(rt.GetVal())
+	parts := andParts(rt.GetVal())
 	var rest []*pg.Node
 	var subs []SubJoin
 	for _, n := range parts {
@@ -107,14 +96,7 @@ func (p *stmtParser) subJoin(sl *pg.SubLink, anti bool, x *expr, end int) (SubJo
 		sj.On = append(sj.On, JoinCond{Left: innerCol, Right: outerCol})
 	}
 	var conds []*pg.Node
-	var visit func(n *pg.Node)
-	visit = func(n *pg.Node) {
-		if b := n.GetBoolExpr(); b != nil && b.GetBoolop() == pg.BoolExprType_AND_EXPR {
-			for _, a := range b.GetArgs() {
-				visit(a)
-			}
-			return
-		}
+	visit := func(n *pg.Node) {
 		if a := n.GetAExpr(); a != nil && a.GetKind() == pg.A_Expr_Kind_AEXPR_OP && len(a.GetName()) == 1 && a.GetName()[0].GetString_().GetSval() == "=" {
 			l, lok := plainColumn(a.GetLexpr())
 			r, rok := plainColumn(a.GetRexpr())
@@ -129,7 +111,9 @@ func (p *stmtParser) subJoin(sl *pg.SubLink, anti bool, x *expr, end int) (SubJo
 		conds = append(conds, n)
 	}
 	if w := sel.GetWhereClause(); w != nil {
-		visit(w)
+		for _, n := range andParts(w) {
+			visit(n)
+		}
 	}
 	if len(sj.On) == 0 {
 		return refuse(what + " (SELECT ...) needs an equality between a column of " + inner + " and a qualified column of the outer tables (an uncorrelated subquery is not supported)")
