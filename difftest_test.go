@@ -390,6 +390,11 @@ func (g *diffGen) def(i int, prior []diffDef) diffDef {
 	case "join", "joingroup":
 		join := g.pick("JOIN", "LEFT JOIN")
 		from := fmt.Sprintf("%s a %s %s b ON a.id = b.aid", g.q("a"), join, g.q("b"))
+		if join == "LEFT JOIN" && g.alt.IntN(2) == 0 {
+			// the same join written as a RIGHT JOIN (the alt stream keeps
+			// the main one as it was)
+			from = fmt.Sprintf("%s b RIGHT JOIN %s a ON a.id = b.aid", g.q("b"), g.q("a"))
+		}
 		if shape == "join" {
 			items := append(g.projExprs("a")[:1], [2]string{"bw", "b.w"}, [2]string{"bl", "b.label"})
 			sel, names, exprs := selectList(items)
@@ -425,6 +430,9 @@ func (g *diffGen) def(i int, prior []diffDef) diffDef {
 		j1, j2 := g.pick("JOIN", "LEFT JOIN"), g.pick("JOIN", "LEFT JOIN")
 		on := g.pick("c.w = b.w", "c.w = a.g")
 		from := fmt.Sprintf("%s a %s %s b ON a.id = b.aid %s %s c ON %s", g.q("a"), j1, g.q("b"), j2, g.q("c"), on)
+		if j1 == "LEFT JOIN" && g.alt.IntN(2) == 0 {
+			from = fmt.Sprintf("%s b RIGHT JOIN %s a ON a.id = b.aid %s %s c ON %s", g.q("b"), g.q("a"), j2, g.q("c"), on)
+		}
 		if shape == "join3" {
 			items := append(g.projExprs("a")[:1], [2]string{"bw", "b.w"}, [2]string{"ct", "c.tag"})
 			sel, names, exprs := selectList(items)
@@ -609,6 +617,9 @@ func runDiffCase(t *testing.T, e *env, c *trellis.Client, g *diffGen) {
 			// A definition Trellis refuses is no divergence, but say which.
 			t.Logf("refused: %s: %v", d.stmt, err)
 			continue
+		}
+		if os.Getenv("TRELLIS_DIFF_VERBOSE") != "" {
+			t.Logf("defined: %s", d.stmt)
 		}
 		defs = append(defs, d)
 	}

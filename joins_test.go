@@ -17,8 +17,15 @@ import (
 )
 
 // multiJoins are joins of three and four tables (star and chain, inner
-// and left, grouped and not) with the fresh recompute each must equal.
+// and left, grouped and not), and RIGHT JOINs of two and three tables,
+// with the fresh recompute each must equal.
 var multiJoins = []struct{ stmt, target, recompute string }{
+	{`TRANSFORM rj_two FROM orders o RIGHT JOIN customers c ON c.id = o.customer_id SELECT o.id AS order_id, c.name, o.qty`,
+		"rj_two", `SELECT c.id AS c_id, o.id AS order_id, c.name, o.qty FROM orders o RIGHT JOIN customers c ON c.id = o.customer_id`},
+	{`TRANSFORM rj_three FROM customers c RIGHT OUTER JOIN orders o ON o.customer_id = c.id LEFT JOIN regions r ON r.id = c.region_id SELECT o.id, c.name, r.name AS region`,
+		"rj_three", `SELECT o.id, c.id AS c_id, r.id AS r_id, c.name, r.name AS region FROM customers c RIGHT JOIN orders o ON o.customer_id = c.id LEFT JOIN regions r ON r.id = c.region_id`},
+	{`TRANSFORM rj_by_region FROM regions r RIGHT JOIN customers c ON r.id = c.region_id SELECT r.name AS region, count(*) AS n GROUP BY r.name`,
+		"rj_by_region", `SELECT r.name AS region, count(*) AS n FROM regions r RIGHT JOIN customers c ON r.id = c.region_id GROUP BY r.name`},
 	{`TRANSFORM mj_star FROM orders o JOIN customers c ON c.id = o.customer_id LEFT JOIN products p ON p.id = o.product_id SELECT o.id, c.name AS customer, p.title, o.qty`,
 		"mj_star", `SELECT o.id, c.id AS c_id, p.id AS p_id, c.name AS customer, p.title, o.qty FROM orders o JOIN customers c ON c.id = o.customer_id LEFT JOIN products p ON p.id = o.product_id`},
 	{`TRANSFORM mj_chain FROM orders o LEFT JOIN customers c ON c.id = o.customer_id LEFT JOIN regions r ON r.id = c.region_id SELECT o.id, c.id AS customer, r.name AS region, o.qty`,

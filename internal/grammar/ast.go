@@ -29,13 +29,16 @@ type TableRef struct {
 	Alias string // "" when none was given
 }
 
-// JoinKind tells inner from left joins.
+// JoinKind tells inner, left and right joins apart.
 type JoinKind string
 
-// Join kinds.
+// Join kinds. A RIGHT JOIN of the first two tables is parsed as the LEFT
+// JOIN it stands for, with the two tables swapped (Transform.Swapped); a
+// Transform never holds JoinRight once parsed.
 const (
 	JoinInner JoinKind = "inner"
 	JoinLeft  JoinKind = "left"
+	JoinRight JoinKind = "right"
 )
 
 // ColumnRef is a column reference as written: an optional qualifier (table
@@ -175,7 +178,11 @@ type Transform struct {
 	// (SELECT ..., row_number() OVER (...) AS rn FROM t) s SELECT * WHERE
 	// rn <= k`): the rows kept are those whose RankOutput is at most
 	// Limit.
-	RankOutput         string
+	RankOutput string
+	// Swapped says the statement was written `a RIGHT JOIN b`: From is b
+	// and Joins[0] the LEFT JOIN of a, and `*` lists a's columns first,
+	// as PostgreSQL does for what was written.
+	Swapped            bool
 	WithoutSourceIndex bool
 	Functions          []string // every function the SQL parts call, as written ("lower", "pg_catalog.lower"), deduplicated
 }

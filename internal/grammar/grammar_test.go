@@ -218,6 +218,20 @@ func TestParseTransformVariants(t *testing.T) {
 			require.Equal(t, `"left"(a.code, 1) = 'x'`, tr.Where)
 			require.Equal(t, []string{"left", "right"}, tr.Functions)
 		}},
+		{"RIGHT JOIN is the LEFT JOIN with the tables swapped", "TRANSFORM t FROM a x RIGHT OUTER JOIN b y ON x.id = y.a_id JOIN c ON c.id = x.c_id SELECT x.n, y.m", func(t *testing.T, tr *Transform) {
+			require.True(t, tr.Swapped)
+			require.Equal(t, TableRef{Table: Name{Name: "b"}, Alias: "y"}, tr.From)
+			require.Len(t, tr.Joins, 2)
+			require.Equal(t, JoinLeft, tr.Joins[0].Kind)
+			require.Equal(t, TableRef{Table: Name{Name: "a"}, Alias: "x"}, tr.Joins[0].Table)
+			require.Equal(t, []JoinCond{{Left: col("x", "id"), Right: col("y", "a_id")}}, tr.Joins[0].On)
+			require.Equal(t, JoinInner, tr.Joins[1].Kind)
+		}},
+		{"RIGHT JOIN USING reads the preserved table's column", "TRANSFORM t FROM a RIGHT JOIN b USING (k) SELECT k, a.v", func(t *testing.T, tr *Transform) {
+			require.True(t, tr.Swapped)
+			require.Equal(t, Name{Name: "b"}, tr.From.Table)
+			require.Equal(t, []ColumnRef{col("b", "k")}, tr.Select[0].Columns)
+		}},
 		{"63-byte identifier", "TRANSFORM t FROM s SELECT a AS " + strings.Repeat("x", 63), func(t *testing.T, tr *Transform) {
 			require.Equal(t, strings.Repeat("x", 63), tr.Select[0].Name)
 		}},
@@ -313,7 +327,8 @@ func TestParseErrors(t *testing.T) {
 		{"USING unclosed", "TRANSFORM t FROM a JOIN b USING (x SELECT x", Syntax, 1, 36, "SELECT", "expected , or )"},
 		{"comma without a table", "TRANSFORM t FROM a, SELECT x", Syntax, 1, 21, "SELECT", "a table name after ','"},
 		{"natural join", "TRANSFORM t FROM a NATURAL JOIN b SELECT x", Invalid, 1, 20, "NATURAL", "JOIN ... USING"},
-		{"right join", "TRANSFORM t FROM a RIGHT JOIN b ON a.x = b.x SELECT x", Invalid, 1, 20, "RIGHT", "LEFT JOIN"},
+		{"right join after the second table", "TRANSFORM t FROM a JOIN b ON a.x = b.x RIGHT JOIN c ON c.x = b.x SELECT x", Invalid, 1, 40, "RIGHT", "write its table first and LEFT JOIN the others"},
+		{"right outer without join", "TRANSFORM t FROM a RIGHT OUTER b ON a.x = b.x SELECT x", Syntax, 1, 32, "b", "expected JOIN after RIGHT OUTER"},
 		{"cross join", "TRANSFORM t FROM a CROSS JOIN b SELECT x", Invalid, 1, 20, "CROSS", "CROSS JOIN is not supported"},
 		{"missing output name", "TRANSFORM t FROM s SELECT a AS", Syntax, 1, 31, "end of input", "expected an output column name"},
 		{"junk after output name", "TRANSFORM t FROM s SELECT a AS b c", Syntax, 1, 34, "c", "after the output column name"},
@@ -328,7 +343,7 @@ func TestParseErrors(t *testing.T) {
 		{"unterminated quoted identifier", "TRANSFORM t FROM s\nSELECT \"abc AS b", Syntax, 2, 8, `"abc`, "unterminated quoted identifier"},
 		{"unclosed parenthesis", "TRANSFORM t FROM s SELECT lower(a AS b", Syntax, 1, 32, "(", "never closed"},
 		{"unmatched parenthesis", "TRANSFORM t FROM s SELECT a) AS b", Syntax, 1, 28, ")", "unmatched"},
-		{"RIGHT JOIN", "TRANSFORM t FROM a RIGHT JOIN b ON a.x = b.x SELECT a.x AS x", Invalid, 1, 20, "RIGHT", "only INNER and LEFT joins"},
+		{"RIGHT OUTER JOIN third", "TRANSFORM t FROM a LEFT JOIN b ON a.x = b.x RIGHT OUTER JOIN c ON c.x = a.x SELECT a.x AS x", Invalid, 1, 45, "RIGHT", "RIGHT JOIN after the second table"},
 		{"JOIN without ON", "TRANSFORM t FROM a JOIN b SELECT a.x AS x", Syntax, 1, 27, "SELECT", "expected ON"},
 		{"ON without condition", "TRANSFORM t FROM a JOIN b ON SELECT a.x AS x", Syntax, 1, 30, "SELECT", "expected a join condition"},
 		{"NATURAL JOIN", "TRANSFORM t FROM a NATURAL JOIN b SELECT a.x AS x", Invalid, 1, 20, "NATURAL", "only INNER and LEFT joins"},

@@ -779,10 +779,19 @@ func (m *inliner) renderRef(slot int, ref TableRef, p *stmtParser) string {
 func renderTables(t *Transform) string {
 	var b strings.Builder
 	b.WriteString(renderRef(t.From))
-	for _, j := range t.Joins {
+	if t.Swapped {
+		// As written (a RIGHT JOIN b), so that * lists the columns in
+		// that order once merged.
+		b.Reset()
+		b.WriteString(renderRef(t.Joins[0].Table))
+	}
+	for k, j := range t.Joins {
 		if j.Comma {
 			b.WriteString(", " + renderRef(j.Table))
 			continue
+		}
+		if k == 0 && t.Swapped {
+			j.Kind, j.Table = JoinRight, t.From
 		}
 		b.WriteString(" " + renderKind(j.Kind) + " JOIN " + renderRef(j.Table))
 		if len(j.Using) > 0 {

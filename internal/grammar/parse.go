@@ -530,8 +530,15 @@ func (p *stmtParser) joinKind() (JoinKind, bool, *Error) {
 		}
 		p.pos += 3
 		return JoinLeft, true, nil
-	case p.is(i, "right"):
-		return "", false, p.errAt(Invalid, i, "RIGHT JOIN is not supported (only INNER and LEFT joins are): swap the two tables and write LEFT JOIN")
+	case p.is(i, "right") && p.is(i+1, "join"):
+		p.pos += 2
+		return JoinRight, true, nil
+	case p.is(i, "right") && p.is(i+1, "outer"):
+		if !p.is(i+2, "join") {
+			return "", false, p.errAt(Syntax, i+2, "expected JOIN after RIGHT OUTER")
+		}
+		p.pos += 3
+		return JoinRight, true, nil
 	case p.is(i, "full"):
 		return "", false, p.errAt(Invalid, i, "FULL JOIN is not supported (only INNER and LEFT joins are)")
 	case p.is(i, "cross"):
@@ -577,12 +584,16 @@ func (p *stmtParser) transform() (Statement, *Error) {
 		comma = true
 	}
 	for {
+		at := p.pos
 		kind, ok, e := p.joinKind()
 		if e != nil {
 			return nil, e
 		}
 		if !ok {
 			break
+		}
+		if kind == JoinRight && len(t.Joins) > 0 {
+			return nil, p.errAt(Invalid, at, "RIGHT JOIN after the second table is not supported (it would keep every row of the tables before it optional): write its table first and LEFT JOIN the others, or define the join of the tables before it as a transform and LEFT JOIN its target")
 		}
 		j := Join{Kind: kind}
 		if j.Table, e = p.sourceRef("the table name after JOIN", len(t.Joins)+1); e != nil {
@@ -596,11 +607,14 @@ func (p *stmtParser) transform() (Statement, *Error) {
 			if p.using == nil {
 				p.using = map[string]string{}
 			}
-			fq := qualifier(t.From)
+			fq, merged := qualifier(t.From), qualifier(t.From)
+			if kind == JoinRight {
+				merged = qualifier(j.Table) // the preserved side's, as PostgreSQL reads it
+			}
 			for _, c := range j.Using {
 				j.On = append(j.On, JoinCond{Left: ColumnRef{Qualifier: fq, Column: c}, Right: ColumnRef{Qualifier: qualifier(j.Table), Column: c}})
 				if _, ok := p.using[c]; !ok {
-					p.using[c] = fq
+					p.using[c] = merged
 				}
 			}
 			t.Joins = append(t.Joins, j)
@@ -911,9 +925,25 @@ func (p *stmtParser) transform() (Statement, *Error) {
 		t.WindowFunctions = appendUnique(t.WindowFunctions, w.Name)
 	}
 	if len(p.derived) > 0 {
+		// The merged statement is parsed again, RIGHT JOIN included.
 		return p.inline(t)
 	}
+	swapRight(t)
 	return t, nil
+}
+
+// swapRight turns `a RIGHT JOIN b` into the `b LEFT JOIN a` it stands
+// for, so that the FROM table is the one every row keeps (decision 0033).
+// Only the first two tables can be written so (later RIGHT JOINs are
+// refused), and the later joins' ON clauses name their tables, so the
+// swap keeps their meaning.
+func swapRight(t *Transform) {
+	if len(t.Joins) == 0 || t.Joins[0].Kind != JoinRight {
+		return
+	}
+	t.From, t.Joins[0].Table = t.Joins[0].Table, t.From
+	t.Joins[0].Kind = JoinLeft
+	t.Swapped = true
 }
 
 // checkWindows applies the rules of window functions: they make one row

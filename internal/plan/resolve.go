@@ -155,7 +155,16 @@ func expandStar(s *grammar.Transform, q string, tables []*Table) ([]grammar.Sele
 	for _, c := range using {
 		out = append(out, col(tables[0], c))
 	}
-	for i, t := range tables {
+	order := make([]int, len(tables))
+	for i := range order {
+		order[i] = i
+	}
+	if s.Swapped && len(order) > 1 {
+		// Written `a RIGHT JOIN b`: a's columns come first.
+		order[0], order[1] = 1, 0
+	}
+	for _, i := range order {
+		t := tables[i]
 		for _, c := range t.Order {
 			if i > 0 && slices.Contains(s.Joins[i-1].Using, c) || i == 0 && slices.Contains(using, c) {
 				continue
