@@ -64,9 +64,7 @@ func TestSourceGainingInheritancePausesItsReaders(t *testing.T) {
 			require.Contains(t, st.CaptureFailure.Error, tc.says)
 			require.Contains(t, st.CaptureFailure.Error, tc.fix)
 			require.Contains(t, st.CaptureFailure.Error, "RESUME TRANSFORM proj")
-			for _, w := range tc.writes {
-				e.as(writer, w)
-			}
+			e.as(writer, tc.writes[len(tc.writes)-1])
 
 			// RESUME while the table is still so: paused again.
 			resumed := time.Now()

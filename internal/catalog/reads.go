@@ -13,7 +13,10 @@ import (
 // sqlTableShape reads, for a quoted qualified table name, whether the table
 // exists, the names of its columns (system columns included: a definition
 // may read one), and the key columns of each index that identifies its rows
-// (see IdentifyingIndex), sorted and joined by U+001F.
+// (see IdentifyingIndex), sorted and joined by U+001F; and for a plain
+// table, its first inheritance link ("" for none): how it is linked, the
+// other table and the table itself (both quoted as needed), joined by
+// U+001F.
 const sqlTableShape = `
 SELECT c.rel IS NOT NULL,
        coalesce((SELECT array_agg(a.attname::text) FROM pg_attribute a
@@ -23,7 +26,19 @@ SELECT c.rel IS NOT NULL,
                  CROSS JOIN LATERAL (SELECT string_agg(a.attname::text, chr(31) ORDER BY a.attname)
                                      FROM pg_attribute a
                                      WHERE a.attrelid = i.indrelid AND a.attnum = ANY ((i.indkey::int2[])[0:i.indnkeyatts - 1])) AS k(cols)
-                 WHERE i.indrelid = c.rel AND ` + IdentifyingIndex + `), '{}')
+                 WHERE i.indrelid = c.rel AND ` + IdentifyingIndex + `), '{}'),
+       coalesce((SELECT l.how || chr(31) || l.other || chr(31) || format('%I.%I', tn.nspname, tc.relname) FROM (
+                   SELECT CASE WHEN pc.relkind = 'p' THEN 'partition' ELSE 'inherits' END AS how,
+                          format('%I.%I', pn.nspname, pc.relname) AS other, 0 AS ord
+                   FROM pg_inherits i JOIN pg_class pc ON pc.oid = i.inhparent JOIN pg_namespace pn ON pn.oid = pc.relnamespace
+                   WHERE i.inhrelid = c.rel
+                   UNION ALL
+                   SELECT 'inherited', format('%I.%I', kn.nspname, kc.relname), 1
+                   FROM pg_inherits i JOIN pg_class kc ON kc.oid = i.inhrelid JOIN pg_namespace kn ON kn.oid = kc.relnamespace
+                   WHERE i.inhparent = c.rel
+                   ORDER BY 3, 2 LIMIT 1) l
+                 JOIN pg_class tc ON tc.oid = c.rel JOIN pg_namespace tn ON tn.oid = tc.relnamespace
+                 WHERE tc.relkind = 'r'), '')
 FROM (SELECT to_regclass($1) AS rel) c`
 
 // IdentifyingIndex is the condition on pg_index i under which an index
@@ -38,6 +53,7 @@ const IdentifyingIndex = `(i.indisvalid AND i.indimmediate AND i.indpred IS NULL
 type tableShape struct {
 	cols []string
 	keys []string // per identifying index, its sorted columns joined by U+001F
+	link string   // a plain table's first inheritance link: how, the other table and itself, joined by U+001F
 }
 
 func (s *tableShape) has(col string) bool { return slices.Contains(s.cols, col) }
@@ -54,7 +70,7 @@ func (s *tableShape) keyed(keyCols []string) bool {
 func readShape(ctx context.Context, q Querier, src plan.Source) (*tableShape, error) {
 	var exists bool
 	var sh tableShape
-	if err := q.QueryRow(ctx, sqlTableShape, ident.Qualified(src.Schema, src.Table)).Scan(&exists, &sh.cols, &sh.keys); err != nil {
+	if err := q.QueryRow(ctx, sqlTableShape, ident.Qualified(src.Schema, src.Table)).Scan(&exists, &sh.cols, &sh.keys, &sh.link); err != nil {
 		return nil, fmt.Errorf("reading the columns of %s.%s: %w", src.Schema, src.Table, err)
 	}
 	if !exists {
@@ -75,6 +91,15 @@ type ReadsProblem struct {
 	// nothing else does (no key, GROUP BY, WHERE or ON): dropping them with
 	// ALTER TRANSFORM ... DROP COLUMN is a fix. Nil otherwise.
 	Outputs []string
+	// Link, when not "", says that the table (a plain one) is linked by
+	// inheritance so that some of its writes never fire its statement-level
+	// capture: "partition" (it is a partition of Other, and inserts routed
+	// through Other skip it), "inherits" (updates and deletes through Other
+	// skip it) or "inherited" (Other inherits from it, and writes to Other
+	// skip it). Columns is empty then.
+	Link   string
+	Other  string // the other table of Link, qualified, quoted where SQL needs it
+	Quoted string // Table, quoted where SQL needs it (set with Link)
 }
 
 // MissingReads checks that the source columns t's definition reads still
@@ -164,6 +189,9 @@ func (c *Catalog) CheckReads(ctx context.Context, q Querier, t *Transform) (*Rea
 		}
 		if !sh.keyed(sd.src.KeyCols) {
 			return &ReadsProblem{Table: name, Columns: slices.Clone(sd.src.KeyCols), NoKey: true}, nil
+		}
+		if l := strings.Split(sh.link, "\x1f"); len(l) == 3 {
+			return &ReadsProblem{Table: name, Columns: []string{}, Link: l[0], Other: l[1], Quoted: l[2]}, nil
 		}
 	}
 	return nil, nil

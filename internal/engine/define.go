@@ -44,8 +44,9 @@ func (e *Engine) loadSide(ctx context.Context, tx pgx.Tx, ref grammar.TableRef) 
 	if rel.schema == e.Cat.Schema {
 		return nil, errs.New(trellistype.CodeValidation, "source %s.%s is one of Trellis's own tables", rel.schema, rel.name)
 	}
-	var temp, system, parent bool
-	if err := tx.QueryRow(ctx, sqlSourceFacts, rel.oid).Scan(&temp, &system, &parent); err != nil {
+	var temp, system, parent, partition bool
+	var parentOf string
+	if err := tx.QueryRow(ctx, sqlSourceFacts, rel.oid).Scan(&temp, &system, &parent, &parentOf, &partition); err != nil {
 		return nil, err
 	}
 	switch {
@@ -55,6 +56,10 @@ func (e *Engine) loadSide(ctx context.Context, tx pgx.Tx, ref grammar.TableRef) 
 		return nil, errs.New(trellistype.CodeValidation, "source %s.%s is a system catalog: it cannot be captured", rel.schema, rel.name)
 	case parent:
 		return nil, errs.New(trellistype.CodeValidation, "source %s.%s has inheritance children: writes to them would not reach the target; read the children themselves, or make it a partitioned table", rel.schema, rel.name)
+	case partition:
+		return nil, errs.New(trellistype.CodeValidation, "source %s.%s is a partition of %s: rows inserted through %s would not reach the target; define the transform over %s", rel.schema, rel.name, parentOf, parentOf, parentOf)
+	case parentOf != "":
+		return nil, errs.New(trellistype.CodeValidation, "source %s.%s inherits from %s: rows updated or deleted through %s would not reach the target; end the inheritance (ALTER TABLE ... NO INHERIT %s) first", rel.schema, rel.name, parentOf, parentOf, parentOf)
 	}
 	if cats, err := e.catalogSchemas(ctx, tx); err != nil {
 		return nil, err

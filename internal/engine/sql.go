@@ -29,12 +29,20 @@ FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.oid = $1::oid`
 
 	// What makes a table unfit to be a source: temporary, a system
-	// catalog, or a parent in table inheritance (its children's writes
-	// would not fire its capture).
+	// catalog, a parent in table inheritance (its children's writes would
+	// not fire its capture), or a plain table with a parent (a partition,
+	// or a child in table inheritance: writes through the parent fire no
+	// statement trigger of it), whose parent is returned with whether it is
+	// partitioned ("" and false for none).
 	sqlSourceFacts = `
 SELECT c.relpersistence = 't',
        n.nspname IN ('pg_catalog', 'information_schema') OR n.nspname LIKE 'pg\_toast%' OR c.oid < 16384,
-       c.relkind = 'r' AND EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhparent = c.oid)
+       c.relkind = 'r' AND EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhparent = c.oid),
+       coalesce((SELECT format('%I.%I', pn.nspname, p.relname) FROM pg_inherits i
+                 JOIN pg_class p ON p.oid = i.inhparent JOIN pg_namespace pn ON pn.oid = p.relnamespace
+                 WHERE i.inhrelid = c.oid AND c.relkind = 'r' ORDER BY 1 LIMIT 1), ''),
+       EXISTS (SELECT 1 FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent
+               WHERE i.inhrelid = c.oid AND c.relkind = 'r' AND p.relkind = 'p')
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.oid = $1::oid`
 

@@ -73,7 +73,7 @@ func (w *Worker) checkReads(ctx context.Context, tx pgx.Tx) ([]int, bool, error)
 			}
 			paused = true
 			w.Metrics.CaptureFailures(trellistype.CaptureFailureCapture, 1)
-			w.Logger.Error("a source column a transform reads is gone; it is paused until RESUME",
+			w.Logger.Error("a source table a transform reads lost a column or its key, or is linked by inheritance; it is paused until RESUME",
 				"target", t.Target.String(), "table", p.Table, "columns", strings.Join(p.Columns, ","), "reason", msg)
 		}
 	}
@@ -89,6 +89,20 @@ func (w *Worker) checkReads(ctx context.Context, tx pgx.Tx) ([]int, bool, error)
 // what to do about it.
 func readsMessage(t *catalog.Transform, p *catalog.ReadsProblem) string {
 	name := t.Target.Name
+	switch p.Link {
+	case "partition":
+		return fmt.Sprintf("%s, which the definition of %s reads, is now a partition of %s: rows inserted through %s never reach its capture; "+
+			"detach it (ALTER TABLE %s DETACH PARTITION %s) and RESUME TRANSFORM %s, or DROP TRANSFORM %s and define it over %s",
+			p.Table, t.Target.String(), p.Other, p.Other, p.Other, p.Quoted, name, name, p.Other)
+	case "inherits":
+		return fmt.Sprintf("%s, which the definition of %s reads, now inherits from %s: rows updated or deleted through %s never reach its capture; "+
+			"end it (ALTER TABLE %s NO INHERIT %s) and RESUME TRANSFORM %s, or DROP TRANSFORM %s and define it again",
+			p.Table, t.Target.String(), p.Other, p.Other, p.Quoted, p.Other, name, name)
+	case "inherited":
+		return fmt.Sprintf("%s, which the definition of %s reads, is now inherited by %s: rows written to %s never reach its capture; "+
+			"end it (ALTER TABLE %s NO INHERIT %s) and RESUME TRANSFORM %s, or DROP TRANSFORM %s and define it over each table",
+			p.Table, t.Target.String(), p.Other, p.Other, p.Other, p.Quoted, name, name)
+	}
 	cols := strings.Join(p.Columns, ", ")
 	if p.NoKey {
 		return fmt.Sprintf("%s no longer has a primary key on (%s), which Trellis needs to know which of its rows changed: "+

@@ -96,7 +96,9 @@ WHERE t.state IN ('waiting_to_backfill', 'backfilling')
 ORDER BY t.id`
 
 	// Sources whose table has lost a column or the primary key capture or
-	// its readers rely on, or has a dropped captured column back ($1 is the
+	// its readers rely on, whose plain table is linked by inheritance (a
+	// partition, a parent or a child: some writes then fire no statement
+	// trigger of it), or has a dropped captured column back ($1 is the
 	// mark of a captured column no longer recorded). readers are the
 	// transforms to check (MissingReads): those reading it that are not
 	// paused, or paused by a halt (a halt a dropped column caused is
@@ -117,7 +119,9 @@ WITH s AS (
                  CROSS JOIN LATERAL jsonb_array_elements_text(
                      CASE WHEN (t.spec->'source'->>'id')::int = s.id THEN coalesce(t.spec->'reads', '[]') ELSE '[]' END ||
                      CASE WHEN (t.spec->'join'->'source'->>'id')::int = s.id THEN coalesce(t.spec->'join'->'source'->'reads', '[]') ELSE '[]' END) AS r(col)
-                 WHERE ts.source_id = s.id AND (t.state <> 'paused' OR t.failure_kind = 'halt') AND r.col <> ALL (a.names)) AS unread
+                 WHERE ts.source_id = s.id AND (t.state <> 'paused' OR t.failure_kind = 'halt') AND r.col <> ALL (a.names)) AS unread,
+         (SELECT c.relkind = 'r' FROM pg_class c WHERE c.oid = s.rel)
+             AND EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = s.rel OR i.inhparent = s.rel) AS linked
   FROM s
   CROSS JOIN LATERAL (SELECT coalesce(array_agg(attname::text), '{}') FROM pg_attribute
                       WHERE attrelid = s.rel AND NOT attisdropped) AS a(names)
@@ -129,13 +133,13 @@ WITH s AS (
                      LIMIT 1) AS pk(cols) ON true
   WHERE s.rel IS NOT NULL
 )
-SELECT id, CASE WHEN unkeyed OR unread THEN readers ELSE '{}' END, refit FROM (
+SELECT id, CASE WHEN unkeyed OR unread OR linked THEN readers ELSE '{}' END, refit FROM (
   SELECT x.*,
          EXISTS (SELECT 1 FROM unnest(key_columns) k WHERE k <> ALL (names))
          OR EXISTS (SELECT 1 FROM unnest(cap_columns, cap_types) AS c(col, typ)
                     WHERE (right(typ, length($1)) = $1) = (col = ANY (names))) AS refit
   FROM x) y
-WHERE (readers <> '{}' AND (unkeyed OR unread)) OR refit
+WHERE (readers <> '{}' AND (unkeyed OR unread OR linked)) OR refit
 ORDER BY id`
 
 	// A source to fix, locked, with the current columns of its table and
