@@ -1,11 +1,13 @@
 package trellis_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/trellis-pg/trellis"
+	"github.com/trellis-pg/trellis/internal/ident"
 )
 
 // A citext source key and a citext GROUP BY work end to end with citext in
@@ -52,4 +54,97 @@ func TestCitextKeysAndGroups(t *testing.T) {
 	for _, tgt := range []string{"people_copy", "by_team"} {
 		requireConsistent(t, tgt, e.selfCheck(c, tgt, trellis.SelfCheckStrict))
 	}
+}
+
+// citext installed in public, where PUBLIC may CREATE: once the
+// transforms are live, another role plants there functions and operators
+// that Trellis's statements over citext keys would pick under a path with
+// public on it (unnest and array_position of text[], generate_subscripts
+// of citext[], = between citext and text, each recording that it ran).
+// Source keys, a GROUP BY (a NULL group too) and a join's ON on citext
+// still compare as citext does, through drains, a build and a self-check,
+// and none of the planted code ever runs.
+func TestPlantedObjectsNeverRunOverCitextKeys(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	var avail bool
+	require.NoError(t, e.db.QueryRow(e.ctx, `SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'citext')`).Scan(&avail))
+	if !avail {
+		t.Skip("the citext extension is not installed on this server (Debian: postgresql-contrib)")
+	}
+	e.exec(`GRANT CREATE ON SCHEMA public TO PUBLIC`)
+	e.exec(`CREATE EXTENSION citext SCHEMA public`)
+	e.exec(`CREATE TABLE people (name public.citext PRIMARY KEY, team public.citext, n int)`)
+	e.exec(`CREATE INDEX ON people (team)`)
+	e.exec(`INSERT INTO people VALUES ('ann', 'Red', 1), ('bob', 'red', 2), ('cid', 'Blue', 3), ('eve', NULL, 5)`)
+	e.exec(`CREATE TABLE teams (id int PRIMARY KEY, name public.citext, label text)`)
+	e.exec(`CREATE INDEX ON teams (name)`)
+	e.exec(`INSERT INTO teams VALUES (1, 'RED', 'the reds'), (2, 'blue', 'the blues')`)
+
+	c := e.engine()
+	defs := map[string]string{
+		"people_copy":  "TRANSFORM people_copy FROM people SELECT team, n",
+		"by_team":      "TRANSFORM by_team FROM people SELECT team, sum(n) AS total, count(*) AS members GROUP BY team",
+		"people_teams": "TRANSFORM people_teams FROM people p JOIN teams t ON p.team = t.name SELECT p.n, t.label",
+	}
+	for _, d := range defs {
+		_, err := c.Define(e.ctx, d)
+		require.NoError(t, err, d)
+	}
+	for tgt := range defs {
+		e.waitState(c, tgt, trellis.StateLive)
+	}
+
+	planter := e.role("planter")
+	hit := func(what string) string {
+		return fmt.Sprintf("INSERT INTO public.hits VALUES (%s)", ident.Literal(what))
+	}
+	e.as(planter,
+		`CREATE TABLE public.hits (what text)`,
+		`GRANT INSERT ON public.hits TO PUBLIC`,
+		`CREATE FUNCTION public.unnest(a text[]) RETURNS SETOF text LANGUAGE plpgsql AS $$
+BEGIN `+hit("unnest(text[])")+`; RETURN QUERY SELECT pg_catalog.unnest(a); END $$`,
+		`CREATE FUNCTION public.array_position(a text[], b text) RETURNS int LANGUAGE plpgsql AS $$
+BEGIN `+hit("array_position(text[], text)")+`; RETURN pg_catalog.array_position(a, b); END $$`,
+		`CREATE FUNCTION public.generate_subscripts(a public.citext[], d int) RETURNS SETOF int LANGUAGE plpgsql AS $$
+BEGIN `+hit("generate_subscripts(citext[], int)")+`; RETURN QUERY SELECT pg_catalog.generate_subscripts(a, d); END $$`,
+		`CREATE FUNCTION public.eq_ct(a public.citext, b text) RETURNS bool LANGUAGE plpgsql AS $$
+BEGIN `+hit("=(citext, text)")+`; RETURN true; END $$`,
+		`CREATE OPERATOR public.= (LEFTARG = public.citext, RIGHTARG = text, FUNCTION = public.eq_ct)`,
+		`CREATE FUNCTION public.eq_tc(a text, b public.citext) RETURNS bool LANGUAGE plpgsql AS $$
+BEGIN `+hit("=(text, citext)")+`; RETURN true; END $$`,
+		`CREATE OPERATOR public.= (LEFTARG = text, RIGHTARG = public.citext, FUNCTION = public.eq_tc)`)
+
+	// Keys and groups change between spellings, a group becomes NULL and
+	// back, a join's match moves.
+	e.exec(`INSERT INTO people VALUES ('dee', 'RED', 4), ('fay', NULL, 6)`)
+	e.exec(`UPDATE people SET n = 50 WHERE name = 'ANN'`)
+	e.exec(`UPDATE people SET team = 'BLUE' WHERE name = 'bob'`)
+	e.exec(`UPDATE people SET team = NULL WHERE name = 'cid'`)
+	e.exec(`UPDATE people SET team = 'blue' WHERE name = 'eve'`)
+	e.exec(`DELETE FROM people WHERE name = 'DEE'`)
+	e.exec(`INSERT INTO people VALUES ('DEE', 'Red', 7)`)
+	e.exec(`UPDATE people SET name = 'Ann' WHERE name = 'ann'`)
+	e.exec(`UPDATE teams SET name = 'Blue' WHERE id = 2`)
+	e.exec(`INSERT INTO teams VALUES (3, 'red', 'more reds')`)
+	e.converge(c)
+	// A build: a column added is backfilled.
+	_, err := c.Apply(e.ctx, "ALTER TRANSFORM by_team ADD COLUMN max(n) AS top")
+	require.NoError(t, err)
+	e.waitState(c, "by_team", trellis.StateLive)
+	e.exec(`UPDATE people SET n = n + 1`)
+	e.converge(c)
+
+	e.assertMatches("(SELECT name::text, team::text, n FROM people_copy) x", "SELECT name::text, team::text, n FROM people")
+	require.Equal(t, e.rows(`SELECT pg_catalog.lower(team::text), total, members, top FROM by_team ORDER BY 1`),
+		e.rows(`SELECT pg_catalog.lower(team::text), sum(n), count(*), max(n) FROM people GROUP BY team ORDER BY 1`))
+	require.Equal(t, [][]string{{"3"}}, e.rows(`SELECT count(*) FROM by_team`), "red, blue and NULL are the groups")
+	require.Equal(t, e.rows(`SELECT p.name::text, t.id, p.n, t.label FROM people_teams x JOIN people p ON p.name OPERATOR(public.=) x.p_name JOIN teams t ON t.id = x.t_id ORDER BY 1, 2`),
+		e.rows(`SELECT p.name::text, t.id, p.n, t.label FROM people p JOIN teams t ON p.team OPERATOR(public.=) t.name ORDER BY 1, 2`))
+	e.assertMatches("(SELECT n, label FROM people_teams) x", "SELECT p.n, t.label FROM people p JOIN teams t ON p.team OPERATOR(public.=) t.name")
+	t.Log(e.rows(`SELECT what FROM public.hits GROUP BY what`))
+	for tgt := range defs {
+		requireConsistent(t, tgt, e.selfCheck(c, tgt, trellis.SelfCheckStrict))
+	}
+	require.Empty(t, e.rows(`SELECT what FROM public.hits GROUP BY what`), "planted code ran as Trellis")
 }

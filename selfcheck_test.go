@@ -36,7 +36,11 @@ func (e *env) selfCheck(c *trellis.Client, target string, mode trellis.SelfCheck
 	require.NoError(e.t, err)
 	require.Contains(e.t, []trellis.SelfCheckState{trellis.SelfCheckQueued, trellis.SelfCheckRunning}, job.State)
 	done := e.waitSelfCheck(c, job.ID)
-	require.Equal(e.t, trellis.SelfCheckDone, done.State, "job %+v error %v", done, done.Error)
+	why := ""
+	if done.Error != nil {
+		why = *done.Error
+	}
+	require.Equal(e.t, trellis.SelfCheckDone, done.State, "job %+v error %s", done, why)
 	require.Nil(e.t, done.Error)
 	require.NotNil(e.t, done.Report)
 	require.Equal(e.t, done.Report.RowsCompared, done.RowsCompared)
