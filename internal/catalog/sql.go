@@ -46,3 +46,32 @@ FROM %[1]s.transforms t`
 SELECT id, schema_name, table_name, key_columns, key_types, cap_columns, cap_types, partitioned, partitions, capture_state
 FROM %[1]s.sources ORDER BY id`
 )
+
+// The operators of key types, for plan.Op (decision 0030).
+const (
+	// For each type name of $1 whose default btree operator class (of its
+	// base type, for a domain) has an = outside pg_catalog: the name, the
+	// schema of that = and the type it takes. Operator classes are the
+	// superuser's or an extension's, and are found by OID, never by a
+	// search_path.
+	sqlKeyOps = `
+SELECT u.name, n.nspname::text, pg_catalog.format_type(c.opcintype, NULL)
+FROM pg_catalog.unnest($1::text[]) AS u(name)
+JOIN pg_catalog.pg_type ty ON ty.oid = pg_catalog.to_regtype(u.name)
+JOIN pg_catalog.pg_opclass c ON c.opcdefault
+     AND c.opcmethod = (SELECT a.oid FROM pg_catalog.pg_am a WHERE a.amname = 'btree')
+     AND c.opcintype = CASE WHEN ty.typtype = 'd' THEN ty.typbasetype ELSE ty.oid END
+JOIN pg_catalog.pg_amop ao ON ao.amopfamily = c.opcfamily AND ao.amopmethod = c.opcmethod
+     AND ao.amoplefttype = c.opcintype AND ao.amoprighttype = c.opcintype AND ao.amopstrategy = 3
+JOIN pg_catalog.pg_operator o ON o.oid = ao.amopopr
+JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace
+WHERE n.nspname <> 'pg_catalog'`
+	// The types of columns $3 of tables $1.$2 (a stored definition's ON
+	// columns); a column not found has none.
+	sqlColumnTypes = `
+SELECT u.s, u.t, u.c, pg_catalog.format_type(a.atttypid, a.atttypmod)
+FROM pg_catalog.unnest($1::text[], $2::text[], $3::text[]) AS u(s, t, c)
+JOIN pg_catalog.pg_namespace n ON n.nspname = u.s
+JOIN pg_catalog.pg_class r ON r.relnamespace = n.oid AND r.relname = u.t
+JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attname = u.c AND a.attnum > 0 AND NOT a.attisdropped`
+)

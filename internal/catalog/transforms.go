@@ -139,7 +139,28 @@ func (c *Catalog) Transforms(ctx context.Context, q Querier) ([]*Transform, int6
 		}
 		out = append(out, t)
 	}
-	return out, gen, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	rows.Close()
+	for _, t := range out {
+		if err := loaded(ctx, q, t); err != nil {
+			return nil, 0, err
+		}
+	}
+	return out, gen, nil
+}
+
+// loaded completes a definition read from the catalog: one stored before
+// its key operators were recorded gets them derived (decision 0030).
+func loaded(ctx context.Context, q Querier, t *Transform) error {
+	if !t.Spec.OpsUnrecorded() {
+		return nil
+	}
+	if err := deriveOps(ctx, q, &t.Spec); err != nil {
+		return fmt.Errorf("deriving the key operators of %s: %w", t.Target, err)
+	}
+	return nil
 }
 
 // Transform reads one definition by target; nil when none.
@@ -152,7 +173,10 @@ func (c *Catalog) Transform(ctx context.Context, q Querier, target plan.Target, 
 	if err == pgx.ErrNoRows {
 		return nil, nil
 	}
-	return t, err
+	if err != nil {
+		return nil, err
+	}
+	return t, loaded(ctx, q, t)
 }
 
 // TransformByID reads one definition by id, optionally locking its row; nil when none.
@@ -165,7 +189,10 @@ func (c *Catalog) TransformByID(ctx context.Context, q Querier, id int, forUpdat
 	if err == pgx.ErrNoRows {
 		return nil, nil
 	}
-	return t, err
+	if err != nil {
+		return nil, err
+	}
+	return t, loaded(ctx, q, t)
 }
 
 // BumpGen marks the definitions changed, so workers reload them.

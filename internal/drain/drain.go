@@ -541,7 +541,7 @@ func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *ledger.Page, caref
 			if careful {
 				affected = w.affectedCareful
 			}
-			if err := recompute.Under(ctx, tx, t, func() error { return affected(ctx, tx, wk, s, bySrc[s]) }); err != nil {
+			if err := affected(ctx, tx, wk, s, bySrc[s]); err != nil {
 				return srcs, &transformError{t: t, err: err}
 			}
 		}
@@ -578,7 +578,7 @@ func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *ledger.Page, caref
 	}
 	for _, id := range order {
 		wk := works[id]
-		if err := recompute.Under(ctx, tx, wk.T, func() error { return w.applyWork(ctx, tx, wk, careful) }); err != nil {
+		if err := w.applyWork(ctx, tx, wk, careful); err != nil {
 			return srcs, err
 		}
 	}

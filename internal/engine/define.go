@@ -325,7 +325,7 @@ func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) 
 		if err := e.recordTypes(ctx, tx, tgt, &spec); err != nil {
 			return err
 		}
-		if spec.OpSchemas, err = opSchemas(ctx, tx, spec); err != nil {
+		if err := recordOps(ctx, tx, sides, &spec); err != nil {
 			return err
 		}
 		if spec.Functions, err = funcwatch.Probe(ctx, tx, (&plan.Plan{Target: tgt, Spec: spec}).Query()); err != nil {
@@ -618,28 +618,22 @@ func (e *Engine) sourceRow(ctx context.Context, tx pgx.Tx, sd *side) ([]string, 
 	return capCols, err
 }
 
-// opSchemas are the schemas other than pg_catalog of the = operators of
-// the spec's key types (the sources' and the target's): an extension's
-// type, as citext, compares with its own operators (plan.Spec.OpSchemas).
-func opSchemas(ctx context.Context, tx pgx.Tx, spec plan.Spec) ([]string, error) {
-	types := slices.Clone(spec.Source.KeyTypes)
-	if spec.Join != nil {
-		types = append(types, spec.Join.Source.KeyTypes...)
+// recordOps records the operators of the spec's key columns and ON
+// conditions whose types compare with operators outside pg_catalog (an
+// extension's type, as citext): the generated SQL names them (plan.Op).
+func recordOps(ctx context.Context, tx pgx.Tx, sides []*side, spec *plan.Spec) error {
+	colType := func(pos int, col string) string {
+		if pos < len(sides) {
+			return sides[pos].Columns[col]
+		}
+		return ""
 	}
-	for _, j := range spec.Joins {
-		types = append(types, j.Source.KeyTypes...)
-	}
-	for _, sj := range spec.Semis {
-		types = append(types, sj.Source.KeyTypes...)
-	}
-	for _, k := range spec.Key {
-		types = append(types, k.Type)
-	}
-	rows, err := tx.Query(ctx, sqlOpSchemas, types)
+	ops, err := catalog.KeyOps(ctx, tx, spec.OpTypes(colType))
 	if err != nil {
-		return nil, fmt.Errorf("reading the operators of the key types: %w", err)
+		return err
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	spec.SetOps(ops, colType)
+	return nil
 }
 
 // recordTypes reads the target's column types into the spec.

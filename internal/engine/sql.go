@@ -11,17 +11,6 @@ const (
 	// the definer's search_path: the one statement run under it, so what
 	// it calls is qualified.
 	sqlResolveName = `SELECT pg_catalog.to_regclass($1)::pg_catalog.oid`
-	// The schemas other than pg_catalog of the = of the types $1 (of a
-	// domain's base type).
-	sqlOpSchemas = `
-SELECT DISTINCT n.nspname::text
-FROM unnest($1::text[]) AS u(name)
-JOIN pg_catalog.pg_type ty ON ty.oid = pg_catalog.to_regtype(u.name)
-JOIN pg_catalog.pg_operator o ON o.oprname = '='
-     AND o.oprleft = CASE WHEN ty.typtype = 'd' THEN ty.typbasetype ELSE ty.oid END AND o.oprright = o.oprleft
-JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace
-WHERE n.nspname <> 'pg_catalog'
-ORDER BY 1`
 	// The relation of an OID.
 	sqlResolve = `
 SELECT c.oid::int8, n.nspname, c.relname, c.relkind::text

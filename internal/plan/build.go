@@ -44,7 +44,7 @@ func (p *Plan) EvalAll() string {
 func (p *Plan) FailureScan(hasLower bool) string {
 	var conds []string
 	if hasLower {
-		conds = append(conds, keyTuple(p.srcKey())+" > "+p.cursorTuple(1))
+		conds = append(conds, p.srcKeyCmp(">", 1))
 	}
 	var outs []string
 	for _, k := range p.Spec.Source.KeyCols {
@@ -59,7 +59,7 @@ func (p *Plan) FailureScan(hasLower bool) string {
 func (p *Plan) NextKey(hasLower bool) string {
 	var conds, outs []string
 	if hasLower {
-		conds = append(conds, keyTuple(p.srcKey())+" > "+p.cursorTuple(1))
+		conds = append(conds, p.srcKeyCmp(">", 1))
 	}
 	for _, k := range p.srcKey() {
 		outs = append(outs, k+"::text")
@@ -72,5 +72,5 @@ func (p *Plan) NextKey(hasLower bool) string {
 // writes nothing: it fails when that row's evaluation raises.
 func (p *Plan) EvalKey() string {
 	return fmt.Sprintf("SELECT count(ROW(s.*)) FROM (SELECT %s FROM %s%s) s", p.selectList(), p.from(),
-		p.where(keyTuple(p.srcKey())+" = "+p.cursorTuple(1)))
+		p.where(p.srcKeyCmp("=", 1)))
 }

@@ -57,7 +57,12 @@ type goldenCase struct {
 	alter []string
 	// paused are columns paused after the definition.
 	paused []string
+	// ops are the operators of the types that have their own (SetOps).
+	ops map[string]*Op
 }
+
+// citextOps are citext's operators, installed in public.
+var citextOps = map[string]*Op{"public.citext": {Schema: "public", Type: "public.citext"}}
 
 var goldenCases = []goldenCase{
 	{
@@ -268,6 +273,44 @@ var goldenCases = []goldenCase{
 			table("public", "customers", "c", []string{"id"}, customers...)},
 		types: map[string]string{"id": "bigint", "c_id": "bigint", "name": "text", "price": "numeric"},
 	},
+	{
+		name:   "citext_projection_composite_key",
+		stmt:   "TRANSFORM people_copy FROM people SELECT n",
+		tables: []*Table{table("public", "people", "", []string{"name", "line"}, "name public.citext", "line integer", "n integer")},
+		types:  map[string]string{"n": "integer"},
+		ops:    citextOps,
+	},
+	{
+		name:   "citext_projection_key",
+		stmt:   "TRANSFORM people_copy FROM people SELECT n",
+		tables: []*Table{table("public", "people", "", []string{"name"}, "name public.citext", "n integer")},
+		types:  map[string]string{"n": "integer"},
+		ops:    citextOps,
+	},
+	{
+		name: "citext_join_grouped",
+		stmt: "TRANSFORM by_team FROM people p JOIN teams t ON p.team = t.name SELECT t.name AS team, t.label AS label, sum(p.n) AS total GROUP BY t.name, t.label",
+		tables: []*Table{table("public", "people", "p", []string{"id"}, "id bigint", "team public.citext", "line integer", "n integer"),
+			table("public", "teams", "t", []string{"id"}, "id integer", "name public.citext", "label text")},
+		types: map[string]string{"team": "public.citext", "label": "text", "total": "bigint"},
+		ops:   citextOps,
+	},
+	{
+		name: "citext_join",
+		stmt: "TRANSFORM people_teams FROM people p JOIN teams t ON p.team = t.name SELECT p.n, t.label",
+		tables: []*Table{table("public", "people", "p", []string{"name"}, "name public.citext", "team public.citext", "n integer"),
+			table("public", "teams", "t", []string{"id"}, "id integer", "name public.citext", "label text")},
+		types: map[string]string{"p_name": "public.citext", "t_id": "integer", "n": "integer", "label": "text"},
+		ops:   citextOps,
+	},
+	{
+		name: "citext_semi_in",
+		stmt: "TRANSFORM red FROM people p SELECT p.n WHERE p.team IN (SELECT t.name FROM teams t WHERE t.label <> '')",
+		tables: []*Table{table("public", "people", "p", []string{"id"}, "id bigint", "team public.citext", "n integer"),
+			table("public", "teams", "t", []string{"id"}, "id integer", "name public.citext", "label text")},
+		types: map[string]string{"n": "integer"},
+		ops:   citextOps,
+	},
 }
 
 // render compiles a case and prints the spec and every statement its plan
@@ -301,6 +344,9 @@ func render(t *testing.T, c goldenCase) string {
 				spec.Columns[i].Paused = true
 			}
 		}
+	}
+	if c.ops != nil {
+		spec.SetOps(c.ops, func(pos int, col string) string { return c.tables[pos].Columns[col] })
 	}
 	spec.Source.ID = 1
 	for i, j := range spec.JoinList() {

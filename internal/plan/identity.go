@@ -35,11 +35,11 @@ func identity(expr, typ string) string {
 func isArrayType(typ string) bool { return strings.HasSuffix(typ, "]") }
 
 // inParam is the condition that expr is one of the values of the text[]
-// parameter $n, cast to typ: = ANY of a typed array (an index serves it),
-// or for an array type a set of them.
-func inParam(expr string, n int, typ string) string {
+// parameter $n, cast to typ (compared by o): = ANY of a typed array (an
+// index serves it), or for an array type a set of them.
+func inParam(expr string, n int, typ string, o *Op) string {
 	if isArrayType(typ) {
-		return fmt.Sprintf("(%s) IN (SELECT trellis_v::%s FROM unnest($%d::text[]) AS trellis_v)", expr, typ, n)
+		return inQuery([]string{"(" + expr + ")"}, fmt.Sprintf("SELECT trellis_v::%s FROM unnest($%d::text[]) AS trellis_v", typ, n), []*Op{o})
 	}
-	return fmt.Sprintf("(%s) = ANY ($%d::%s[])", expr, n, typ)
+	return anyOf("("+expr+")", fmt.Sprintf("$%d::%s[]", n, o.typeOf(typ)), o)
 }

@@ -43,12 +43,7 @@ func (p *Plan) tableAs(pos int) string {
 
 // joinOn renders a join's ON clause between its earlier table and itself.
 func (p *Plan) joinOn(j Join) string {
-	from, joined := aliasOf(p.sourceAt(j.To)), aliasOf(j.Source)
-	var parts []string
-	for _, c := range j.On {
-		parts = append(parts, ident.Quote(from)+"."+ident.Quote(c.From)+" = "+ident.Quote(joined)+"."+ident.Quote(c.Joined))
-	}
-	return strings.Join(parts, " AND ")
+	return onSQL(j.On, aliasOf(p.sourceAt(j.To)), aliasOf(j.Source))
 }
 
 // nullable reports whether a table's row can be missing from a result row

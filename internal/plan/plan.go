@@ -32,10 +32,10 @@ type Spec struct {
 	GroupBy []string `json:"group_by,omitempty"`
 	// OpSchemas are the schemas, other than pg_catalog, whose operators
 	// compare the values of the source's and the target's keys (an
-	// extension's type, as citext, whose = is its own): the statements over
-	// the keys run with them on the search_path after pg_catalog, so that
-	// =, IN and < mean what they mean for the type, as the definer's
-	// session resolved them.
+	// extension's type, as citext, whose = is its own). Definitions made
+	// since decision 0030 record each key column's operators (Source.KeyOps,
+	// Column.Op, JoinOn.Op), which the generated SQL names; for one stored
+	// before, with OpSchemas alone, the catalog derives them at load.
 	OpSchemas []string `json:"op_schemas,omitempty"`
 	// GroupJoined says the GROUP BY expressions read the joined table.
 	GroupJoined bool `json:"group_joined,omitempty"`
@@ -209,6 +209,9 @@ type Source struct {
 	Alias    string   `json:"alias"`
 	KeyCols  []string `json:"key_columns"`
 	KeyTypes []string `json:"key_types"`
+	// KeyOps are the key columns' operators, one per column (nil for
+	// pg_catalog's); empty when none has its own.
+	KeyOps []*Op `json:"key_ops,omitempty"`
 	// Needs are the columns whose old values this transform needs captured
 	// (GROUP BY and JOIN columns).
 	Needs []string `json:"needs,omitempty"`
@@ -254,7 +257,7 @@ func (sj Semi) SQL(outer string) string {
 		on = on[1:]
 	}
 	for _, c := range on {
-		conds = append(conds, a+"."+ident.Quote(c.Joined)+" = "+ident.Quote(outer)+"."+ident.Quote(c.From))
+		conds = append(conds, cmp(a+"."+ident.Quote(c.Joined), "=", ident.Quote(outer)+"."+ident.Quote(c.From), c.Op))
 	}
 	if sj.Where != "" {
 		conds = append(conds, "("+sj.Where+")")
@@ -265,7 +268,8 @@ func (sj Semi) SQL(outer string) string {
 	}
 	var out string
 	if sj.In {
-		out = fmt.Sprintf("%s.%s IN (SELECT %s.%s FROM %s%s)", ident.Quote(outer), ident.Quote(sj.On[0].From), a, ident.Quote(sj.On[0].Joined), table, where)
+		out = inQuery([]string{ident.Quote(outer) + "." + ident.Quote(sj.On[0].From)},
+			fmt.Sprintf("SELECT %s.%s FROM %s%s", a, ident.Quote(sj.On[0].Joined), table, where), []*Op{sj.On[0].Op})
 	} else {
 		out = fmt.Sprintf("EXISTS (SELECT 1 FROM %s%s)", table, where)
 	}
@@ -281,6 +285,9 @@ func (sj Semi) SQL(outer string) string {
 type JoinOn struct {
 	From   string `json:"from"`
 	Joined string `json:"joined"`
+	// Op is the operator of the columns' type when both are of one type
+	// with operators of its own (nil: pg_catalog's =).
+	Op *Op `json:"op,omitempty"`
 }
 
 // Column is one selected output column.
@@ -288,6 +295,8 @@ type Column struct {
 	Name string `json:"name"`
 	Expr string `json:"expr"`
 	Type string `json:"type,omitempty"`
+	// Op is a key column's operator when its type has its own (see Op).
+	Op *Op `json:"op,omitempty"`
 	// Paused columns are not maintained (PAUSE TRANSFORM t.col): existing
 	// values stay, new rows get NULL.
 	Paused bool `json:"paused,omitempty"`
@@ -425,9 +434,9 @@ func (p *Plan) upsert(srcName string) string {
 // keyMatch is "t.k1 = s.k1 AND ..." for two aliases over the key columns.
 func (p *Plan) keyMatch(a, b string) string {
 	var parts []string
-	for _, k := range p.Spec.Source.KeyCols {
+	for i, k := range p.Spec.Source.KeyCols {
 		q := ident.Quote(k)
-		parts = append(parts, a+"."+q+" = "+b+"."+q)
+		parts = append(parts, cmp(a+"."+q, "=", b+"."+q, opAt(p.Spec.Source.KeyOps, i)))
 	}
 	return strings.Join(parts, " AND ")
 }
@@ -483,6 +492,7 @@ func (p *Plan) EvalKeys(upTo, withNulls bool) string {
 // keys src does not yield.
 func (p *Plan) recomputeParts(upTo bool) (pre, src, tCond string) {
 	keys := p.Spec.Source.KeyCols
+	ops := p.Spec.Source.KeyOps
 	n := len(keys)
 	var srcCond string
 	// The target's rows to delete are those of the keys src does not
@@ -491,34 +501,34 @@ func (p *Plan) recomputeParts(upTo bool) (pre, src, tCond string) {
 	// condition on all the keys made the planner scan the whole target).
 	gone := func(from string, k []string) string {
 		var match []string
-		for _, c := range keys {
-			q := ident.Quote(c)
-			match = append(match, "src."+q+" = "+k[len(match)])
+		for i, c := range keys {
+			match = append(match, cmp("src."+ident.Quote(c), "=", k[i], opAt(ops, i)))
 		}
 		return from + " WHERE NOT EXISTS (SELECT 1 FROM src WHERE " + strings.Join(match, " AND ") + ")"
 	}
 	if n == 1 && !isArrayType(p.Spec.Source.KeyTypes[0]) {
 		// A plain array match lets the planner use the primary keys.
-		typ := p.Spec.Source.KeyTypes[0]
-		srcCond = inParam(p.srcKey()[0], 1, typ)
+		o := opAt(ops, 0)
+		typ := o.typeOf(p.Spec.Source.KeyTypes[0])
+		srcCond = inParam(p.srcKey()[0], 1, p.Spec.Source.KeyTypes[0], o)
 		// The keys by subscript: unnest would expand a composite key.
-		tCond = fmt.Sprintf("t.%s = ANY (ARRAY(SELECT k.k %s))", ident.Quote(keys[0]),
-			gone(fmt.Sprintf("FROM (SELECT ($1::%s[])[i] AS k FROM generate_subscripts($1::%s[], 1) AS i) AS k", typ, typ), []string{"k.k"}))
+		tCond = anyOf("t."+ident.Quote(keys[0]), "ARRAY(SELECT k.k "+
+			gone(fmt.Sprintf("FROM (SELECT ($1::%s[])[i] AS k FROM generate_subscripts($1::%s[], 1) AS i) AS k", typ, typ), []string{"k.k"})+")", o)
 	} else {
 		pre = "k AS (" + p.keysCTE() + "), "
-		srcCond = keyTuple(p.srcKey()) + " IN (SELECT " + ident.List(keys) + " FROM k)"
+		srcCond = inQuery(p.srcKey(), "SELECT "+ident.List(keys)+" FROM k", ops)
 		var tk, kk []string
 		for _, k := range keys {
 			tk = append(tk, "t."+ident.Quote(k))
 			kk = append(kk, "k."+ident.Quote(k))
 		}
-		tCond = keyTuple(tk) + " IN (SELECT " + strings.Join(kk, ", ") + " " + gone("FROM k", kk) + ")"
+		tCond = inQuery(tk, "SELECT "+strings.Join(kk, ", ")+" "+gone("FROM k", kk), ops)
 	}
 	conds := []string{srcCond}
 	tConds := []string{tCond}
 	if upTo {
-		conds = append(conds, keyTuple(p.srcKey())+" <= "+p.cursorTuple(n+1))
-		tConds = append(tConds, p.targetKeyTuple()+" <= "+p.cursorTuple(n+1))
+		conds = append(conds, p.srcKeyCmp("<=", n+1))
+		tConds = append(tConds, p.targetKeyCmp("<=", n+1))
 	}
 	src = fmt.Sprintf("SELECT %s FROM %s%s", p.selectList(), p.from(), p.where(conds...))
 	return pre, src, strings.Join(tConds, " AND ")
@@ -530,8 +540,8 @@ func (p *Plan) recomputeParts(upTo bool) (pre, src, tCond string) {
 func (p *Plan) Resync(upTo bool) string {
 	var conds, tConds []string
 	if upTo {
-		conds = append(conds, keyTuple(p.srcKey())+" <= "+p.cursorTuple(1))
-		tConds = append(tConds, p.targetKeyTuple()+" <= "+p.cursorTuple(1))
+		conds = append(conds, p.srcKeyCmp("<=", 1))
+		tConds = append(tConds, p.targetKeyCmp("<=", 1))
 	}
 	src := fmt.Sprintf("SELECT %s FROM %s%s", p.selectList(), p.from(), p.where(conds...))
 	return p.withDeleteUpsert("", src, strings.Join(tConds, " AND "))
@@ -546,20 +556,29 @@ func (p *Plan) targetKey() []string {
 	return tk
 }
 
-func (p *Plan) targetKeyTuple() string { return keyTuple(p.targetKey()) }
+// srcKeyCmp compares the source's key with the key values (text) of the
+// parameters from $start on: op is <, <=, >, >= or =.
+func (p *Plan) srcKeyCmp(op string, start int) string {
+	return cmpTuple(p.srcKey(), op, p.cursorCols(start), p.Spec.Source.KeyOps)
+}
+
+// targetKeyCmp is srcKeyCmp for the target's key columns (alias t).
+func (p *Plan) targetKeyCmp(op string, start int) string {
+	return cmpTuple(p.targetKey(), op, p.cursorCols(start), p.Spec.Source.KeyOps)
+}
 
 // pageRange are the conditions on the source's and the target's keys of a
 // build page (lower, upper]: parameters lower's key values then upper's.
 func (p *Plan) pageRange(hasLower, hasUpper bool) (srcConds, tConds []string) {
 	next := 1
 	if hasLower {
-		srcConds = append(srcConds, keyTuple(p.srcKey())+" > "+p.cursorTuple(next))
-		tConds = append(tConds, p.targetKeyTuple()+" > "+p.cursorTuple(next))
+		srcConds = append(srcConds, p.srcKeyCmp(">", next))
+		tConds = append(tConds, p.targetKeyCmp(">", next))
 		next += len(p.Spec.Source.KeyCols)
 	}
 	if hasUpper {
-		srcConds = append(srcConds, keyTuple(p.srcKey())+" <= "+p.cursorTuple(next))
-		tConds = append(tConds, p.targetKeyTuple()+" <= "+p.cursorTuple(next))
+		srcConds = append(srcConds, p.srcKeyCmp("<=", next))
+		tConds = append(tConds, p.targetKeyCmp("<=", next))
 	}
 	return srcConds, tConds
 }
@@ -589,7 +608,7 @@ func (p *Plan) withDelete(pre, src, delWhere string) string {
 func (p *Plan) BuildBound(first bool, n int) string {
 	cond := ""
 	if !first {
-		cond = " WHERE " + keyTuple(p.srcKey()) + " > " + p.cursorTuple(1)
+		cond = " WHERE " + p.srcKeyCmp(">", 1)
 	}
 	var outs []string
 	for _, k := range p.srcKey() {
@@ -599,12 +618,14 @@ func (p *Plan) BuildBound(first bool, n int) string {
 		strings.Join(outs, ", "), p.from(), cond, strings.Join(p.srcKey(), ", "), n-1)
 }
 
-func (p *Plan) cursorTuple(start int) string {
+// cursorCols are the parameters from $start on, one per source key
+// column, cast to the key's types.
+func (p *Plan) cursorCols(start int) []string {
 	var ps []string
 	for i, t := range p.Spec.Source.KeyTypes {
 		ps = append(ps, fmt.Sprintf("$%d::%s", start+i, t))
 	}
-	return keyTuple(ps)
+	return ps
 }
 
 // BuildPage re-derives the target rows of the source keys in (lower,
@@ -682,7 +703,7 @@ func (p *Plan) BuildPageKeys(hasLower, hasUpper, withTarget bool) string {
 func (p *Plan) BuildPageNext(hasLower bool, n int) string {
 	var conds []string
 	if hasLower {
-		conds = append(conds, keyTuple(p.srcKey())+" > "+p.cursorTuple(1))
+		conds = append(conds, p.srcKeyCmp(">", 1))
 	}
 	src := fmt.Sprintf("SELECT %s FROM %s%s ORDER BY %s LIMIT %d",
 		p.selectList(), p.from(), p.where(conds...), strings.Join(p.srcKey(), ", "), n)

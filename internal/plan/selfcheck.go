@@ -86,14 +86,15 @@ func (p *Plan) CheckPage(hasLower, hasUpper bool) string {
 	for i, n := range unitNames {
 		tUnit[i] = "t." + ident.Quote(n)
 	}
+	// (Only projections and joins are paged: their unit is the FROM key.)
 	if hasLower {
-		tConds = append(tConds, keyTuple(tUnit)+" > "+p.cursorTuple(next))
-		sConds = append(sConds, keyTuple(p.srcKey())+" > "+p.cursorTuple(next))
+		tConds = append(tConds, cmpTuple(tUnit, ">", p.cursorCols(next), p.Spec.Source.KeyOps))
+		sConds = append(sConds, p.srcKeyCmp(">", next))
 		next += nu
 	}
 	if hasUpper {
-		tConds = append(tConds, keyTuple(tUnit)+" <= "+p.cursorTuple(next))
-		sConds = append(sConds, keyTuple(p.srcKey())+" <= "+p.cursorTuple(next))
+		tConds = append(tConds, cmpTuple(tUnit, "<=", p.cursorCols(next), p.Spec.Source.KeyOps))
+		sConds = append(sConds, p.srcKeyCmp("<=", next))
 		next += nu
 	}
 	recompute := p.checkRecompute(cols, sConds)

@@ -38,11 +38,38 @@ func aliasOf(s Source) string {
 
 // onClause renders the join's ON conditions between two aliases.
 func (p *Plan) onClause(from, joined string) string {
+	return onSQL(p.Spec.Join.On, from, joined)
+}
+
+// onSQL renders ON conditions between the aliases of the earlier table
+// (from) and the joined one.
+func onSQL(on []JoinOn, from, joined string) string {
 	var parts []string
-	for _, c := range p.Spec.Join.On {
-		parts = append(parts, ident.Quote(from)+"."+ident.Quote(c.From)+" = "+ident.Quote(joined)+"."+ident.Quote(c.Joined))
+	for _, c := range on {
+		parts = append(parts, cmp(ident.Quote(from)+"."+ident.Quote(c.From), "=", ident.Quote(joined)+"."+ident.Quote(c.Joined), c.Op))
 	}
 	return strings.Join(parts, " AND ")
+}
+
+// onOps are the operators of ON conditions, one per condition.
+func onOps(on []JoinOn) []*Op {
+	out := make([]*Op, len(on))
+	for i, c := range on {
+		out[i] = c.Op
+	}
+	return out
+}
+
+// keyOps are the operators of the target's key columns (KeyNames).
+func (p *Plan) keyOps() []*Op {
+	if p.Kind() == KindProjection {
+		return p.Spec.Source.KeyOps
+	}
+	out := make([]*Op, len(p.Spec.Key))
+	for i, k := range p.Spec.Key {
+		out[i] = k.Op
+	}
+	return out
 }
 
 func (p *Plan) joinWord() string {
@@ -244,14 +271,15 @@ func (p *Plan) RecomputeJoinKeys() []string {
 	tcols := p.Spec.Key[:len(src.KeyCols)]
 	var match []string
 	for i, c := range tcols {
-		match = append(match, "t."+ident.Quote(c.Name)+" = k."+ident.Quote(src.KeyCols[i]))
+		match = append(match, cmp("t."+ident.Quote(c.Name), "=", "k."+ident.Quote(src.KeyCols[i]), opAt(src.KeyOps, i)))
 	}
 	del := fmt.Sprintf("WITH %s DELETE FROM %s AS t USING k WHERE %s", keys, p.Target.Quoted(), strings.Join(match, " AND "))
 	if len(tcols) == 1 && !isArrayType(src.KeyTypes[0]) {
 		// An array the planner cannot size keeps it on the target's key
 		// index: joined with the keys, it hashed the whole target.
-		del = fmt.Sprintf("WITH %s DELETE FROM %s AS t WHERE t.%s = ANY (ARRAY(SELECT %s FROM k))",
-			keys, p.Target.Quoted(), ident.Quote(tcols[0].Name), ident.Quote(src.KeyCols[0]))
+		o := opAt(src.KeyOps, 0)
+		del = fmt.Sprintf("WITH %s DELETE FROM %s AS t WHERE %s", keys, p.Target.Quoted(),
+			anyOf("t."+ident.Quote(tcols[0].Name), "ARRAY(SELECT "+o.side(ident.Quote(src.KeyCols[0]))+" FROM k)", o))
 	}
 	ins := fmt.Sprintf("WITH %s INSERT INTO %s (%s) %s", keys, p.Target.Quoted(), ident.List(p.columnNamesShape()), query)
 	return []string{del, ins}
@@ -262,7 +290,7 @@ func (p *Plan) RecomputeJoinKeys() []string {
 func (p *Plan) joinKeysParts() (keys, query string) {
 	src := p.Spec.Source
 	keys = "k AS (" + unnestTyped(1, src.KeyCols, src.KeyTypes) + ")"
-	cond := keyTuple(p.srcKey()) + " IN (SELECT " + ident.List(src.KeyCols) + " FROM k)"
+	cond := inQuery(p.srcKey(), "SELECT "+ident.List(src.KeyCols)+" FROM k", src.KeyOps)
 	return keys, p.shapeQuery(cond)
 }
 
@@ -309,6 +337,7 @@ func (p *Plan) groupsStatements(withNulls bool) (groups, del, query string) {
 	exprs := p.unitExprs()
 	unit := p.Spec.Key[:len(exprs)]
 	names := p.KeyNames()[:len(exprs)]
+	ops := p.keyOps()[:len(exprs)]
 	types := make([]string, len(unit))
 	// The groups CTE's columns have names of their own, so that a GROUP BY
 	// expression that names a source column never binds to them.
@@ -323,15 +352,15 @@ func (p *Plan) groupsStatements(withNulls bool) (groups, del, query string) {
 	// keeps a generic plan from using the array as an index condition.
 	anyOf := func(expr string, i int) string {
 		if !withNulls {
-			return inParam(expr, i+1, types[i])
+			return inParam(expr, i+1, types[i], ops[i])
 		}
 		return fmt.Sprintf("(%s OR ((%s) IS NULL AND array_position($%d::text[], NULL) IS NOT NULL))",
-			inParam(expr, i+1, types[i]), expr, i+1)
+			inParam(expr, i+1, types[i], ops[i]), expr, i+1)
 	}
 	for i, k := range unit {
 		q := ident.Quote(k.Name)
-		tmatch = append(tmatch, "t."+q+" IS NOT DISTINCT FROM g."+gcols[i])
-		smatch = append(smatch, "g."+gcols[i]+" IS NOT DISTINCT FROM ("+exprs[i]+")")
+		tmatch = append(tmatch, cmp("t."+q, "IS NOT DISTINCT FROM", "g."+gcols[i], ops[i]))
+		smatch = append(smatch, cmp("g."+gcols[i], "IS NOT DISTINCT FROM", "("+exprs[i]+")", ops[i]))
 		coarse = append(coarse, anyOf(exprs[i], i))
 		tcoarse = append(tcoarse, anyOf("t."+q, i))
 	}
@@ -347,7 +376,7 @@ func (p *Plan) groupsStatements(withNulls bool) (groups, del, query string) {
 			notNull = append(notNull, c+" IS NOT NULL")
 			anyNull = append(anyNull, c+" IS NULL")
 		}
-		in := fmt.Sprintf("(%s) IN (SELECT %s FROM g)", strings.Join(cols, ", "), strings.Join(gcols, ", "))
+		in := inQuery(cols, "SELECT "+strings.Join(gcols, ", ")+" FROM g", ops)
 		if !withNulls {
 			return " AND " + in
 		}
@@ -428,7 +457,7 @@ func (c Changes) current(alias string) string {
 		keys = append(keys, ident.Quote(alias)+"."+ident.Quote(k))
 		casts = append(casts, fmt.Sprintf("k%d::%s", i+1, c.Source.KeyTypes[i]))
 	}
-	return keyTuple(keys) + " IN (SELECT " + strings.Join(casts, ", ") + " FROM chg)"
+	return inQuery(keys, "SELECT "+strings.Join(casts, ", ")+" FROM chg", c.Source.KeyOps)
 }
 
 // textWithBucket renders output expressions as text plus their key bucket,
@@ -456,8 +485,8 @@ func (p *Plan) JoinedSideFromKeys(c Changes, buckets int) string {
 	vals := fmt.Sprintf("SELECT %s FROM %s UNION SELECT %s FROM %s AS %s WHERE %s",
 		strings.Join(joinedCols, ", "), c.oldImage(ja),
 		strings.Join(joinedCols, ", "), ident.Qualified(j.Source.Schema, j.Source.Table), ident.Quote(ja), c.current(ja))
-	return fmt.Sprintf("WITH %s SELECT DISTINCT %s FROM %s WHERE %s IN (%s)",
-		c.cte(), textWithBucket(p.srcKey(), buckets), p.from(), keyTuple(fromCols), vals)
+	return fmt.Sprintf("WITH %s SELECT DISTINCT %s FROM %s WHERE %s",
+		c.cte(), textWithBucket(p.srcKey(), buckets), p.from(), inQuery(fromCols, vals, onOps(j.On)))
 }
 
 // AffectedGroups finds the groups of an aggregate that a change of one of
@@ -507,8 +536,8 @@ func (p *Plan) AffectedGroups(c Changes, joinedSide bool, buckets int) string {
 			}
 			vals := fmt.Sprintf("SELECT %s FROM %s UNION SELECT %s FROM %s WHERE %s",
 				strings.Join(joinedCols, ", "), c.oldImage(ja), strings.Join(joinedCols, ", "), jt, c.current(ja))
-			parts = append(parts, fmt.Sprintf("SELECT %s FROM %s LEFT JOIN %s ON false WHERE %s IN (%s)",
-				g, p.from(), jt, keyTuple(fromCols), vals))
+			parts = append(parts, fmt.Sprintf("SELECT %s FROM %s LEFT JOIN %s ON false WHERE %s",
+				g, p.from(), jt, inQuery(fromCols, vals, onOps(j.On))))
 		}
 	case !joinedSide:
 		j := p.Spec.Join
@@ -530,7 +559,7 @@ func (p *Plan) AffectedGroups(c Changes, joinedSide bool, buckets int) string {
 			strings.Join(joinedCols, ", "), c.oldImage(ja), strings.Join(joinedCols, ", "), jt, ident.Quote(ja), c.current(ja))
 		parts = c.pick(
 			fmt.Sprintf("SELECT %s FROM %s JOIN %s ON %s", g, p.from(), c.oldImage(ja), p.onClause(p.alias(), ja)),
-			fmt.Sprintf("SELECT %s FROM %s WHERE %s IN (%s)", g, p.fromClause(), keyTuple(fromCols), vals))
+			fmt.Sprintf("SELECT %s FROM %s WHERE %s", g, p.fromClause(), inQuery(fromCols, vals, onOps(j.On))))
 	}
 	cols := make([]string, len(p.unitExprs()))
 	for i := range cols {

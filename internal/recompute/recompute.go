@@ -102,10 +102,6 @@ func (r *Recomputer) BuildKeys(ctx context.Context, tx pgx.Tx, t *catalog.Transf
 }
 
 func (r *Recomputer) applyKeys(ctx context.Context, tx pgx.Tx, t *catalog.Transform, keys [][]*string, drained bool) error {
-	return Under(ctx, tx, t, func() error { return r.applyKeysUnder(ctx, tx, t, keys, drained) })
-}
-
-func (r *Recomputer) applyKeysUnder(ctx context.Context, tx pgx.Tx, t *catalog.Transform, keys [][]*string, drained bool) error {
 	ap := r.applier(&Tally{})
 	wk := NewSet(t)
 	if drained {
@@ -151,18 +147,16 @@ func (r *Recomputer) QuarantinedColumns(ctx context.Context, q pgx.Tx, id int) (
 func (r *Recomputer) SampleKeys(ctx context.Context, tx pgx.Tx, t *catalog.Transform, keys [][]*string, cols []string) error {
 	ap := r.applier(&Tally{})
 	wk := NewSet(t)
-	return Under(ctx, tx, t, func() error {
-		for start := 0; start < len(keys); start += ledger.PageTarget {
-			clear(wk.keys)
-			for _, k := range keys[start:min(start+ledger.PageTarget, len(keys))] {
-				wk.Add(k, 0)
-			}
-			if err := ap.refreshSamples(ctx, tx, wk, cols); err != nil {
-				return err
-			}
+	for start := 0; start < len(keys); start += ledger.PageTarget {
+		clear(wk.keys)
+		for _, k := range keys[start:min(start+ledger.PageTarget, len(keys))] {
+			wk.Add(k, 0)
 		}
-		return nil
-	})
+		if err := ap.refreshSamples(ctx, tx, wk, cols); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // QuarantineBuilt quarantines columns of a transform whose build wrote

@@ -4,9 +4,6 @@ package recompute
 const (
 	sqlBuildState = `SELECT state, build_kind, build_cursor FROM %[1]s.transforms WHERE id = $1`
 
-	sqlSearchPath    = `SELECT pg_catalog.current_setting('search_path')`
-	sqlSetSearchPath = `SELECT pg_catalog.set_config('search_path', $1, true)`
-
 	// Quarantine (quarantine.go).
 	sqlProbe = `SELECT err_key, err_state, err_message FROM %[1]s.probe($1::text[], $2::text[], $3, $4::text[])`
 

@@ -349,9 +349,6 @@ func (c *check) page(ctx context.Context, req pageReq) (*pageResult, error) {
 	if t.State != trellistype.StateLive {
 		return nil, errNotLive
 	}
-	if err := recompute.SetPathFor(ctx, tx, t); err != nil {
-		return nil, err
-	}
 	pl := t.Plan()
 	res := &pageResult{t: t, counts: map[countKey]int64{}}
 	unitNames, _ := pl.CheckUnit()

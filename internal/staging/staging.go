@@ -500,11 +500,6 @@ func (w *Worker) buildPage(ctx context.Context, id int) (*plan.Target, error) {
 		if err != nil || t == nil {
 			return err
 		}
-		// The build's statements compare the key types as their own
-		// operators do.
-		if err := recompute.SetPathFor(ctx, tx, t); err != nil {
-			return err
-		}
 		if t.State != trellistype.StateWaitingToBackfill && t.State != trellistype.StateBackfilling {
 			return nil
 		}

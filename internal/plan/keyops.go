@@ -1,0 +1,252 @@
+package plan
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/trellis-pg/trellis/internal/ident"
+)
+
+// Every statement Trellis runs has the search_path pg_catalog, pg_temp
+// (decision 0030). A key whose type compares with operators of its own
+// outside pg_catalog (an extension's type, as citext) is compared through
+// them by name: a OPERATOR(schema.=) b, both sides cast to the type the
+// operators take, so the only candidate is the exact one in that schema
+// and nothing planted beside it can match better. Every comparison of
+// key values the generated SQL makes goes through the functions below.
+
+// Op is how the values of a key column compare when the = of their type's
+// default btree operator class is not pg_catalog's: the schema of its
+// operators and the type they take (a domain's base type). nil is
+// pg_catalog's, resolved under the pinned path as written.
+type Op struct {
+	Schema string `json:"schema"`
+	Type   string `json:"type"`
+}
+
+// name is the operator op, qualified with o's schema.
+func (o *Op) name(op string) string {
+	if o == nil {
+		return op
+	}
+	return "OPERATOR(" + ident.Quote(o.Schema) + "." + op + ")"
+}
+
+// side is expr as the operand of o's operators: cast to their type.
+func (o *Op) side(expr string) string {
+	if o == nil {
+		return expr
+	}
+	return "(" + expr + ")::" + o.Type
+}
+
+// cmp compares two values of a key column: op is =, <, <=, >, >= or IS
+// NOT DISTINCT FROM.
+func cmp(a, op, b string, o *Op) string {
+	if o == nil {
+		return a + " " + op + " " + b
+	}
+	a, b = o.side(a), o.side(b)
+	if op == "IS NOT DISTINCT FROM" {
+		return fmt.Sprintf("(%s %s %s OR (%s IS NULL AND %s IS NULL))", a, o.name("="), b, a, b)
+	}
+	return a + " " + o.name(op) + " " + b
+}
+
+// qualified reports whether some column of a key has operators of its own.
+func qualified(ops []*Op) bool {
+	for _, o := range ops {
+		if o != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// opAt is the i-th of ops, nil past its end (a spec defined before
+// operators were recorded).
+func opAt(ops []*Op, i int) *Op {
+	if i < len(ops) {
+		return ops[i]
+	}
+	return nil
+}
+
+// cmpTuple compares two keys column by column, as a row comparison does:
+// op is =, <, <=, > or >=.
+func cmpTuple(a []string, op string, b []string, ops []*Op) string {
+	if len(a) == 1 {
+		return cmp(a[0], op, b[0], opAt(ops, 0))
+	}
+	if !qualified(ops) {
+		return keyTuple(a) + " " + op + " " + keyTuple(b)
+	}
+	if op == "=" {
+		parts := make([]string, len(a))
+		for i := range a {
+			parts[i] = cmp(a[i], "=", b[i], opAt(ops, i))
+		}
+		return "(" + strings.Join(parts, " AND ") + ")"
+	}
+	// Ordered: the first column that differs decides; the last one
+	// decides with op itself (<= and >= hold for equal keys).
+	var ors, eqs []string
+	for i := range a {
+		o := opAt(ops, i)
+		strict := op[:1]
+		if i == len(a)-1 {
+			strict = op
+		}
+		ors = append(ors, "("+strings.Join(append(append([]string(nil), eqs...), cmp(a[i], strict, b[i], o)), " AND ")+")")
+		eqs = append(eqs, cmp(a[i], "=", b[i], o))
+	}
+	return "(" + strings.Join(ors, " OR ") + ")"
+}
+
+// inQuery is the condition that the key a is one of the rows of query
+// (which yields the key's columns, in order).
+func inQuery(a []string, query string, ops []*Op) string {
+	if !qualified(ops) {
+		return keyTuple(a) + " IN (" + query + ")"
+	}
+	var cols, match []string
+	for i := range a {
+		c := fmt.Sprintf("trellis_in.c%d", i+1)
+		cols = append(cols, fmt.Sprintf("c%d", i+1))
+		match = append(match, cmp(a[i], "=", c, opAt(ops, i)))
+	}
+	from := fmt.Sprintf("(%s) AS trellis_in(%s)", query, strings.Join(cols, ", "))
+	if len(a) == 1 {
+		o := ops[0]
+		return fmt.Sprintf("%s %s ANY (SELECT %s FROM %s)", o.side(a[0]), o.name("="), o.side("trellis_in.c1"), from)
+	}
+	return fmt.Sprintf("EXISTS (SELECT 1 FROM %s WHERE %s)", from, strings.Join(match, " AND "))
+}
+
+// anyOf is the condition that expr equals an element of the array arr,
+// whose elements are of the type o.typeOf gives.
+func anyOf(expr, arr string, o *Op) string {
+	return o.side(expr) + " " + o.name("=") + " ANY (" + arr + ")"
+}
+
+// typeOf is the type a key column's values (of type typ) are cast to for
+// comparison: the operators' type, or typ itself.
+func (o *Op) typeOf(typ string) string {
+	if o == nil {
+		return typ
+	}
+	return o.Type
+}
+
+// EachOn calls fn with every ON condition of the definition (the joins'
+// and the semi-joins'), with the positions of the tables whose columns its
+// From and Joined name.
+func (s *Spec) EachOn(fn func(from, joined int, on JoinOn)) {
+	joins := s.JoinList()
+	for i, j := range joins {
+		for _, c := range j.On {
+			fn(j.To, i+1, c)
+		}
+	}
+	for i, sj := range s.Semis {
+		for _, c := range sj.On {
+			fn(sj.To, 1+len(joins)+i, c)
+		}
+	}
+}
+
+// OpTypes are the types whose operators SetOps needs: every source's key
+// types, the target's key types and the ON columns' types (colType gives
+// a column's type at a position of Sources).
+func (s *Spec) OpTypes(colType func(pos int, col string) string) []string {
+	var out []string
+	for _, src := range s.Sources() {
+		out = append(out, src.KeyTypes...)
+	}
+	for _, k := range s.Key {
+		out = append(out, k.Type)
+	}
+	s.EachOn(func(from, joined int, on JoinOn) {
+		out = append(out, colType(from, on.From), colType(joined, on.Joined))
+	})
+	return out
+}
+
+// SetOps records the operators of every key column and ON condition from
+// ops (by type, see OpTypes), and OpSchemas as the schemas they name. An
+// ON condition gets an operator when both its columns compare with the
+// same one.
+func (s *Spec) SetOps(ops map[string]*Op, colType func(pos int, col string) string) {
+	schemas := map[string]bool{}
+	get := func(typ string) *Op {
+		o := ops[typ]
+		if o != nil {
+			schemas[o.Schema] = true
+		}
+		return o
+	}
+	keyOps := func(src *Source) {
+		src.KeyOps = nil
+		all := make([]*Op, len(src.KeyTypes))
+		for i, t := range src.KeyTypes {
+			all[i] = get(t)
+		}
+		if qualified(all) {
+			src.KeyOps = all
+		}
+	}
+	keyOps(&s.Source)
+	for _, j := range s.JoinList() {
+		keyOps(&j.Source)
+	}
+	for i := range s.Semis {
+		keyOps(&s.Semis[i].Source)
+	}
+	for i := range s.Key {
+		s.Key[i].Op = get(s.Key[i].Type)
+	}
+	setOn := func(on []JoinOn, from, joined int) {
+		for i := range on {
+			a, b := get(colType(from, on[i].From)), get(colType(joined, on[i].Joined))
+			on[i].Op = nil
+			if a != nil && b != nil && *a == *b {
+				on[i].Op = a
+			}
+		}
+	}
+	joins := s.JoinList()
+	for i, j := range joins {
+		setOn(j.On, j.To, i+1)
+	}
+	for i := range s.Semis {
+		setOn(s.Semis[i].On, s.Semis[i].To, 1+len(joins)+i)
+	}
+	s.OpSchemas = nil
+	for sc := range schemas {
+		s.OpSchemas = append(s.OpSchemas, sc)
+	}
+	slices.Sort(s.OpSchemas)
+}
+
+// OpsUnrecorded reports a definition stored before its key columns'
+// operators were recorded, whose keys compare with operators outside
+// pg_catalog (OpSchemas): the catalog derives them at load.
+func (s *Spec) OpsUnrecorded() bool {
+	if len(s.OpSchemas) == 0 {
+		return false
+	}
+	for _, src := range s.Sources() {
+		if len(src.KeyOps) > 0 {
+			return false
+		}
+	}
+	for _, k := range s.Key {
+		if k.Op != nil {
+			return false
+		}
+	}
+	recorded := false
+	s.EachOn(func(_, _ int, on JoinOn) { recorded = recorded || on.Op != nil })
+	return !recorded
+}
