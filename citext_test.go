@@ -1,6 +1,7 @@
 package trellis_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 
@@ -63,9 +64,19 @@ func TestCitextKeysAndGroups(t *testing.T) {
 // of citext[], = between citext and text, each recording that it ran).
 // Source keys, a GROUP BY (a NULL group too) and a join's ON on citext
 // still compare as citext does, through drains, a build and a self-check,
-// and none of the planted code ever runs.
+// and none of the planted code ever runs. The same holds for definitions
+// stored before the key columns' operators were recorded (op_schemas
+// alone): the catalog derives them when it loads the definitions.
 func TestPlantedObjectsNeverRunOverCitextKeys(t *testing.T) {
 	t.Parallel()
+	t.Run("recorded", func(t *testing.T) { t.Parallel(); plantedOverCitext(t, false) })
+	t.Run("stored before", func(t *testing.T) { t.Parallel(); plantedOverCitext(t, true) })
+}
+
+// plantedOverCitext is TestPlantedObjectsNeverRunOverCitextKeys; with
+// stripped, the stored definitions lose their recorded operators before
+// the workers load them.
+func plantedOverCitext(t *testing.T, stripped bool) {
 	e := setup(t)
 	var avail bool
 	require.NoError(t, e.db.QueryRow(e.ctx, `SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'citext')`).Scan(&avail))
@@ -93,6 +104,35 @@ func TestPlantedObjectsNeverRunOverCitextKeys(t *testing.T) {
 	}
 	for tgt := range defs {
 		e.waitState(c, tgt, trellis.StateLive)
+	}
+	if stripped {
+		require.NoError(t, c.Close())
+		for _, r := range e.rows(`SELECT id, spec::text FROM trellis.transforms`) {
+			var spec map[string]any
+			require.NoError(t, json.Unmarshal([]byte(r[1]), &spec))
+			require.Equal(t, []any{"public"}, spec["op_schemas"])
+			var strip func(v any)
+			strip = func(v any) {
+				switch v := v.(type) {
+				case map[string]any:
+					delete(v, "key_ops")
+					delete(v, "op")
+					for _, x := range v {
+						strip(x)
+					}
+				case []any:
+					for _, x := range v {
+						strip(x)
+					}
+				}
+			}
+			strip(spec)
+			b, err := json.Marshal(spec)
+			require.NoError(t, err)
+			e.exec(`UPDATE trellis.transforms SET spec = $2::jsonb WHERE id = $1::int`, r[0], string(b))
+		}
+		require.Equal(t, [][]string{{"0"}}, e.rows(`SELECT count(*) FROM trellis.transforms WHERE spec::text LIKE '%"op"%' OR spec::text LIKE '%key_ops%'`))
+		c = e.engine()
 	}
 
 	planter := e.role("planter")

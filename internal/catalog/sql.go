@@ -70,7 +70,7 @@ WHERE n.nspname <> 'pg_catalog'`
 	// columns); a column not found has none.
 	sqlColumnTypes = `
 SELECT u.s, u.t, u.c, pg_catalog.format_type(a.atttypid, a.atttypmod)
-FROM pg_catalog.unnest($1::text[], $2::text[], $3::text[]) AS u(s, t, c)
+FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS u(s, t, c)
 JOIN pg_catalog.pg_namespace n ON n.nspname = u.s
 JOIN pg_catalog.pg_class r ON r.relnamespace = n.oid AND r.relname = u.t
 JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attname = u.c AND a.attnum > 0 AND NOT a.attisdropped`
