@@ -184,6 +184,9 @@ type Transform struct {
 	// as PostgreSQL does for what was written.
 	Swapped            bool
 	WithoutSourceIndex bool
+	// SetOp is set when the statement is a set operation (UNION [ALL],
+	// INTERSECT, EXCEPT): the transform is its first branch.
+	SetOp *SetOp
 	Functions          []string // every function the SQL parts call, as written ("lower", "pg_catalog.lower"), deduplicated
 }
 

@@ -90,8 +90,6 @@ func TestDerivedTableRefusals(t *testing.T) {
 		{`TRANSFORM t FROM (SELECT id FROM x) s SELECT s.nope`, `column "s.nope" does not exist in derived table "s"`},
 		{`TRANSFORM t FROM (SELECT id, v FROM x) s (a, b, c) SELECT a`, "has 2 columns but 3 names are given"},
 		{`WITH a AS (SELECT id FROM t1) TRANSFORM t FROM a SELECT *`, "write the WITH clause after the target"},
-		{`TRANSFORM t FROM a SELECT id UNION ALL SELECT id FROM b`, "UNION, INTERSECT and EXCEPT are not supported: define each branch as a transform of its own"},
-		{`TRANSFORM t FROM a SELECT id WHERE x > 1 EXCEPT SELECT id FROM b`, "UNION, INTERSECT and EXCEPT are not supported"},
 		{`TRANSFORM t FROM (SELECT DISTINCT ON (g) g, v FROM x) s SELECT *`, "DISTINCT ON is not supported"},
 		{`TRANSFORM t FROM (SELECT id, sum(v) OVER (PARTITION BY g) AS total FROM x) s SELECT id, total WHERE total > 3`, "computes window functions"},
 	} {

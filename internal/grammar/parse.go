@@ -752,14 +752,27 @@ func (p *stmtParser) transform() (Statement, *Error) {
 		t.WithoutSourceIndex = true
 		after = "WITHOUT SOURCE INDEX"
 	}
+	setAt, setEnd := -1, 0
+	if p.isSetOp(p.pos) {
+		setAt, setEnd = p.pos, len(p.text)
+		if p.n < len(p.toks) {
+			setEnd = p.toks[p.n].start // the closing ';'
+		}
+		if p.n-3 > setAt && p.is(p.n-3, "without") && p.is(p.n-2, "source") && p.is(p.n-1, "index") {
+			t.WithoutSourceIndex = true
+			setEnd = p.toks[p.n-3].start
+		}
+		if orderFrom >= 0 || limitAt >= 0 {
+			return nil, p.errAt(Invalid, p.pos, "ORDER BY and LIMIT before "+upper(p.toks[p.pos].word)+" are not supported: a set operation's branches are not ordered")
+		}
+		p.pos = p.n
+	}
 	if p.pos < p.n {
 		switch {
 		case p.is(p.pos, "where") && whereFrom >= 0:
 			return nil, p.errAt(Syntax, p.pos, "only one WHERE clause is allowed")
 		case p.is(p.pos, "where"):
 			return nil, p.errAt(Syntax, p.pos, "WHERE must come before "+after)
-		case p.is(p.pos, "union"), p.is(p.pos, "intersect"), p.is(p.pos, "except"):
-			return nil, p.errAt(Invalid, p.pos, "UNION, INTERSECT and EXCEPT are not supported: define each branch as a transform of its own")
 		case p.clauseStart(p.pos) && p.toks[p.pos].word != "select":
 			return nil, p.errAt(Syntax, p.pos, "unexpected "+quoteToken(p.toks[p.pos].text)+" after "+after+" (the order is JOIN, SELECT, WHERE, GROUP BY, HAVING, ORDER BY, LIMIT, WITHOUT SOURCE INDEX)")
 		}
@@ -926,9 +939,15 @@ func (p *stmtParser) transform() (Statement, *Error) {
 	}
 	if len(p.derived) > 0 {
 		// The merged statement is parsed again, RIGHT JOIN included.
-		return p.inline(t)
+		if t, e = p.inline(t); e != nil {
+			return nil, e
+		}
+	} else {
+		swapRight(t)
 	}
-	swapRight(t)
+	if setAt >= 0 {
+		return p.setOp(t, setAt, setEnd)
+	}
 	return t, nil
 }
 
