@@ -186,8 +186,8 @@ type Transform struct {
 	WithoutSourceIndex bool
 	// SetOp is set when the statement is a set operation (UNION [ALL],
 	// INTERSECT, EXCEPT): the transform is its first branch.
-	SetOp *SetOp
-	Functions          []string // every function the SQL parts call, as written ("lower", "pg_catalog.lower"), deduplicated
+	SetOp     *SetOp
+	Functions []string // every function the SQL parts call, as written ("lower", "pg_catalog.lower"), deduplicated
 }
 
 // Address names a transform or one of its columns in PAUSE and RESUME:

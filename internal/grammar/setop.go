@@ -28,11 +28,11 @@ type SetOp struct {
 // SetNode is one node of a set operation: a branch (Op "", Branch its
 // 1-based ordinal in the text) or an operator over two nodes.
 type SetNode struct {
-	Op          SetOpKind `json:"op,omitempty"`
-	All         bool      `json:"all,omitempty"`
-	Left        *SetNode  `json:"left,omitempty"`
-	Right       *SetNode  `json:"right,omitempty"`
-	Branch      int       `json:"branch,omitempty"`
+	Op     SetOpKind `json:"op,omitempty"`
+	All    bool      `json:"all,omitempty"`
+	Left   *SetNode  `json:"left,omitempty"`
+	Right  *SetNode  `json:"right,omitempty"`
+	Branch int       `json:"branch,omitempty"`
 }
 
 // setOpPlaceholder stands for the first branch in the SQL text the other
