@@ -124,6 +124,11 @@ func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error 
 	if pl.Kind() == plan.KindProjection {
 		return nil // keyed by its primary key already
 	}
+	if up.Spec.SetOp != nil {
+		return errs.New(trellistype.CodeValidation,
+			"%s cannot be read by a transform: it is a set operation (UNION, INTERSECT, EXCEPT), whose key (%s) is NULL in some rows; read its branches' tables instead",
+			up.Target, strings.Join(pl.KeyNames(), ", "))
+	}
 	if pl.Kind() == plan.KindWindow {
 		return errs.New(trellistype.CodeValidation,
 			"%s cannot be read by a transform: it has window functions (or top-k, DISTINCT ON), which are recomputed a partition at a time; read its source instead", up.Target)
@@ -193,6 +198,11 @@ func (e *Engine) compile(ctx context.Context, tx pgx.Tx, s *grammar.Transform, t
 	s, views, err := e.expandViews(ctx, tx, s, text)
 	if err != nil {
 		return nil, plan.Spec{}, nil, err
+	}
+	if s.SetOp != nil {
+		sides, spec, needs, err := e.compileSetOp(ctx, tx, s)
+		spec.Views = views
+		return sides, spec, needs, err
 	}
 	from, err := e.loadSide(ctx, tx, s.From)
 	if err != nil {
@@ -313,6 +323,11 @@ func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) 
 		}
 		for i := range spec.Semis {
 			spec.Semis[i].Source.ID = sides[1+len(spec.JoinList())+i].id
+		}
+		if spec.SetOp != nil {
+			for i := range spec.SetOp.Branches {
+				spec.SetOp.Branches[i].Source.ID = sides[i].id
+			}
 		}
 		pl := &plan.Plan{Target: tgt, Spec: spec}
 		ddl := pl.CreateTarget()
@@ -465,6 +480,24 @@ func (e *Engine) qualify(ctx context.Context, tx pgx.Tx, tgt plan.Target, spec *
 	}
 	if err := q(&spec.Having); err != nil {
 		return err
+	}
+	if so := spec.SetOp; so != nil {
+		for i := range so.Branches {
+			b := &so.Branches[i]
+			for j := range b.Keys {
+				if err := q(&b.Keys[j]); err != nil {
+					return err
+				}
+			}
+			for j := range b.Cols {
+				if err := q(&b.Cols[j]); err != nil {
+					return err
+				}
+			}
+			if err := q(&b.Where); err != nil {
+				return err
+			}
+		}
 	}
 	// The qualified definition must name exactly what the definer's did.
 	after, err := e.namesReached(ctx, tx, tgt, spec)

@@ -526,6 +526,9 @@ func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (trellistype.Appli
 			return errs.New(trellistype.CodeNotFound, "no transform writes %s", name)
 		}
 		spec := t.Spec
+		if err := refuseSetOpAlter(spec, t.Target.String()); err != nil {
+			return err
+		}
 		col := s.Column.Name
 		exists := slices.ContainsFunc(spec.Columns, func(c plan.Column) bool { return c.Name == col })
 		switch s.Action {

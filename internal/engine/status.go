@@ -38,6 +38,9 @@ func neededIndexes(spec plan.Spec) []neededIndex {
 		// index finds anything for it.
 		return nil
 	}
+	if spec.SetOp != nil {
+		return setOpIndexes(spec)
+	}
 	var needs []neededIndex
 	alias := func(s plan.Source) string { return cmp.Or(s.Alias, s.Table) }
 	quoted := func(cols []string) []string {
@@ -85,6 +88,12 @@ func neededIndexes(spec plan.Spec) []neededIndex {
 func gapsOf(spec plan.Spec) []trellistype.SourceIndexGap {
 	var out []trellistype.SourceIndexGap
 	table := func(s plan.Source) string { return s.Schema + "." + s.Table }
+	if spec.SetOp != nil {
+		for _, n := range setOpIndexes(spec) {
+			out = append(out, n.gap)
+		}
+		return out
+	}
 	if len(spec.GroupBy) > 0 {
 		groupSide := spec.Sources()[spec.GroupPos()] // the table the GROUP BY reads
 		out = append(out, trellistype.SourceIndexGap{Table: table(groupSide), Columns: exprColumns(spec.GroupBy), Role: trellistype.RoleGroupBy})

@@ -22,6 +22,11 @@ func (e *Engine) expandViews(ctx context.Context, tx pgx.Tx, s *grammar.Transfor
 	for _, j := range s.Joins {
 		refs = append(refs, j.Table)
 	}
+	if s.SetOp != nil {
+		for _, b := range s.SetOp.Branches {
+			refs = append(refs, b.From)
+		}
+	}
 	hasView := false
 	for _, r := range refs {
 		rel, err := e.resolve(ctx, tx, r.Table, e.TargetSchema)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/proto"
 )
 
 // SetOpKind is the operator of a set operation.
@@ -82,6 +83,19 @@ func (p *stmtParser) setOp(t *Transform, at, end int) (*Transform, *Error) {
 			n++
 			if n == 1 {
 				return &SetNode{Branch: 1}, nil // the placeholder
+			}
+			// A later branch's outputs take the first branch's names:
+			// its own need none (nor need they differ).
+			sel = proto.Clone(sel).(*pg.SelectStmt)
+			for j, n := range sel.GetTargetList() {
+				rt := n.GetResTarget()
+				if rt == nil {
+					continue
+				}
+				if cr := rt.GetVal().GetColumnRef(); cr != nil && len(cr.GetFields()) > 0 && cr.GetFields()[len(cr.GetFields())-1].GetAStar() != nil {
+					continue // * and t.* keep their columns' names
+				}
+				rt.Name = fmt.Sprintf("trellis_c%d", j+1)
 			}
 			q, err := deparseSelect(sel)
 			if err != nil {

@@ -71,6 +71,9 @@ type Spec struct {
 	// Views are the views the definition reads, inlined (their base
 	// tables are the sources).
 	Views []View `json:"views,omitempty"`
+	// SetOp is set for UNION [ALL], INTERSECT and EXCEPT: Source is its
+	// first branch's table, and Sources lists every branch's.
+	SetOp *SetOp `json:"set_op,omitempty"`
 }
 
 // Window is how a window transform partitions its rows. A change
@@ -180,6 +183,13 @@ func (s *Spec) JoinList() []*Join {
 // joined one, then each semi- or anti-join's (a table read twice is listed
 // twice).
 func (s *Spec) Sources() []Source {
+	if s.SetOp != nil {
+		out := make([]Source, len(s.SetOp.Branches))
+		for i, b := range s.SetOp.Branches {
+			out[i] = b.Source
+		}
+		return out
+	}
 	out := []Source{s.Source}
 	for _, j := range s.JoinList() {
 		out = append(out, j.Source)

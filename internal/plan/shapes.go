@@ -81,6 +81,9 @@ func (p *Plan) joinWord() string {
 
 // fromClause is the FROM clause over the real tables.
 func (p *Plan) fromClause() string {
+	if p.Spec.SetOp != nil {
+		return p.setOpFrom()
+	}
 	f := p.from()
 	if j := p.Spec.Join; j != nil {
 		ja := aliasOf(j.Source)

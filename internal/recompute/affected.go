@@ -20,6 +20,9 @@ import (
 func Affected(ctx context.Context, q catalog.Querier, t *catalog.Transform, pl *plan.Plan, src int,
 	source func(id int) (*catalog.Source, error), changes []ledger.Change, part string, add func(key []*string, bucket int)) error {
 	spec := t.Spec
+	if spec.SetOp != nil {
+		return affectedSetOp(ctx, q, t, pl, src, source, changes, part, add)
+	}
 	if pl.Multi() {
 		return affectedMulti(ctx, q, t, pl, src, source, changes, part, add)
 	}
@@ -107,6 +110,33 @@ func runAffected(ctx context.Context, q catalog.Querier, t *catalog.Transform, s
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("finding what changes of %s touch in %s: %w", s.Name(), t.Target, err)
+		}
+	}
+	return nil
+}
+
+// affectedSetOp is Affected for a set operation: the queries of every
+// branch that reads src (a table read by two branches feeds both).
+func affectedSetOp(ctx context.Context, q catalog.Querier, t *catalog.Transform, pl *plan.Plan, src int,
+	source func(id int) (*catalog.Source, error), changes []ledger.Change, part string, add func(key []*string, bucket int)) error {
+	var s *catalog.Source
+	for pos, side := range t.Spec.Sources() {
+		if side.ID != src {
+			continue
+		}
+		if s == nil {
+			var err error
+			if s, err = source(src); err != nil {
+				return err
+			}
+			if s == nil {
+				return fmt.Errorf("source %d of %s is not in the catalog", src, t.Target)
+			}
+		}
+		ch := plan.Changes{Source: side, CapCols: s.CapCols, CapTypes: s.CapTypes, Part: part}
+		args := ch.Args(len(changes), func(i int) ([]string, []*string) { return changes[i].Key, changes[i].Vals })
+		if err := runAffected(ctx, q, t, s, []string{pl.AffectedBranch(ch, pos, ledger.Buckets)}, args, add); err != nil {
+			return err
 		}
 	}
 	return nil

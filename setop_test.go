@@ -1,0 +1,163 @@
+package trellis_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/trellis-pg/trellis"
+)
+
+// setOpShapes are set-operation transforms over sales and refunds, each
+// with the plain query a fresh recompute runs (the target's columns in
+// its order: the key, then the other outputs).
+var setOpShapes = []struct{ stmt, target, recompute string }{
+	{`TRANSFORM moves FROM sales s SELECT s.id, s.amount, s.region WHERE s.amount > 2
+		UNION ALL SELECT id, -amount, region FROM refunds`,
+		"moves", `SELECT 1::smallint AS branch, id, amount, region FROM sales WHERE amount > 2 UNION ALL SELECT 2, id, -amount, region FROM refunds`},
+	{`TRANSFORM tagged FROM sales SELECT region, amount * 2 AS twice UNION ALL SELECT region, amount FROM refunds WHERE amount < 5
+		UNION ALL SELECT region, amount FROM sales WHERE region = 'r1'`,
+		"tagged", `SELECT 1::smallint AS branch, id AS sales_id, NULL::int AS refunds_id, region, amount * 2 AS twice FROM sales
+		UNION ALL SELECT 2, NULL, id, region, amount FROM refunds WHERE amount < 5
+		UNION ALL SELECT 3, id, NULL, region, amount FROM sales WHERE region = 'r1'`},
+	{`TRANSFORM regions_any FROM sales SELECT region UNION SELECT region FROM refunds`,
+		"regions_any", `SELECT region FROM sales UNION SELECT region FROM refunds`},
+	{`TRANSFORM regions_both FROM sales SELECT region, amount INTERSECT SELECT region, amount FROM refunds`,
+		"regions_both", `SELECT region, amount FROM sales INTERSECT SELECT region, amount FROM refunds`},
+	{`TRANSFORM regions_only FROM sales SELECT region, amount % 3 AS m WHERE amount > 1 EXCEPT SELECT region, amount % 3 FROM refunds`,
+		"regions_only", `SELECT region, amount % 3 AS m FROM sales WHERE amount > 1 EXCEPT SELECT region, amount % 3 FROM refunds`},
+	{`TRANSFORM regions_mix FROM sales SELECT region UNION SELECT region FROM refunds WHERE amount > 3 INTERSECT SELECT region FROM sales WHERE amount < 4 EXCEPT SELECT region FROM refunds WHERE amount = 0`,
+		"regions_mix", `SELECT region FROM sales UNION SELECT region FROM refunds WHERE amount > 3 INTERSECT SELECT region FROM sales WHERE amount < 4 EXCEPT SELECT region FROM refunds WHERE amount = 0`},
+}
+
+// Set operations stay equal to a fresh recompute under concurrent writers
+// to both tables (inserts, moves, NULLs, key changes, deletes), with a
+// second client's drain workers; the self-check finds them consistent.
+func TestSetOperations(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE sales (id bigint PRIMARY KEY, region text, amount int)`)
+	e.exec(`CREATE TABLE refunds (id int PRIMARY KEY, region text, amount int)`)
+	e.exec(`INSERT INTO sales SELECT g, CASE WHEN g % 9 = 0 THEN NULL ELSE 'r' || (g % 4) END, g % 7 FROM generate_series(1, 200) g`)
+	e.exec(`INSERT INTO refunds SELECT g, 'r' || (g % 5), g % 6 FROM generate_series(1, 120) g`)
+	c := e.engine()
+	for _, d := range setOpShapes {
+		_, err := c.Define(e.ctx, d.stmt)
+		require.NoError(t, err, d.stmt)
+	}
+	for _, d := range setOpShapes {
+		e.waitState(c, d.target, trellis.StateLive)
+		e.assertMatches(d.target, d.recompute)
+	}
+	st, err := c.Status(e.ctx, "moves")
+	require.NoError(t, err)
+	require.Equal(t, []string{"public.sales", "public.refunds"}, st.Sources)
+	require.Empty(t, st.SourceIndexGaps, "UNION ALL finds its rows by each table's key")
+	st, err = c.Status(e.ctx, "regions_both")
+	require.NoError(t, err)
+	require.Equal(t, []string{"public.sales", "public.refunds"}, st.Sources)
+	require.Equal(t, []trellis.SourceIndexGap{
+		{Table: "public.sales", Columns: []string{"region"}, Role: trellis.RoleGroupBy, Fix: `CREATE INDEX ON "public"."sales" USING btree (region);`},
+		{Table: "public.refunds", Columns: []string{"region"}, Role: trellis.RoleGroupBy, Fix: `CREATE INDEX ON "public"."refunds" USING btree (region);`},
+	}, st.SourceIndexGaps)
+	e.exec(`CREATE INDEX ON sales (region)`)
+	e.exec(`CREATE INDEX ON refunds (region)`)
+	st, err = c.Status(e.ctx, "regions_both")
+	require.NoError(t, err)
+	require.Empty(t, st.SourceIndexGaps)
+	keyOf := func(target string) [][]string {
+		return e.rows(`SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+			WHERE i.indrelid = $1::regclass AND i.indisunique ORDER BY array_position(i.indkey::int2[], a.attnum)`, target)
+	}
+	require.Equal(t, [][]string{{"branch"}, {"id"}}, keyOf("moves"))
+	require.Equal(t, [][]string{{"branch"}, {"sales_id"}, {"refunds_id"}}, keyOf("tagged"))
+	require.Equal(t, [][]string{{"region"}, {"amount"}}, keyOf("regions_both"))
+
+	// Step by step: a row moving out of a distinct row leaves it, one
+	// moving in makes it, in every form.
+	e.exec(`INSERT INTO sales VALUES (5000, 'solo', 5)`)
+	e.converge(c)
+	require.Equal(t, [][]string{{"1"}}, e.rows(`SELECT count(*) FROM regions_any WHERE region = 'solo'`))
+	require.Equal(t, [][]string{{"1"}}, e.rows(`SELECT count(*) FROM regions_only WHERE region = 'solo'`))
+	e.exec(`INSERT INTO refunds VALUES (5000, 'solo', 5)`)
+	e.converge(c)
+	require.Equal(t, [][]string{{"0"}}, e.rows(`SELECT count(*) FROM regions_only WHERE region = 'solo'`))
+	require.Equal(t, [][]string{{"1"}}, e.rows(`SELECT count(*) FROM regions_both WHERE region = 'solo'`))
+	e.exec(`UPDATE sales SET region = 'solo2' WHERE id = 5000`)
+	e.exec(`UPDATE refunds SET region = 'solo3' WHERE id = 5000`)
+	e.converge(c)
+	require.Equal(t, [][]string{{"solo2"}, {"solo3"}}, e.rows(`SELECT region FROM regions_any WHERE region LIKE 'solo%' ORDER BY 1`))
+	require.Equal(t, [][]string{{"0"}}, e.rows(`SELECT count(*) FROM regions_both WHERE region LIKE 'solo%'`))
+	require.Equal(t, [][]string{{"1", "5000"}, {"2", "5000"}}, e.rows(`SELECT branch, id FROM moves WHERE id = 5000 ORDER BY 1`))
+	for _, d := range setOpShapes {
+		e.assertMatches(d.target, d.recompute)
+	}
+
+	e.connect(trellis.Options{DrainWorkers: 2})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var writes atomic.Int64
+	for w := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 17))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				table := []string{"sales", "refunds"}[r.IntN(2)]
+				id := r.Int64N(300) + 1
+				var err error
+				switch r.IntN(5) {
+				case 0:
+					_, err = e.db.Exec(e.ctx, `INSERT INTO `+table+` VALUES ($1, $2, $3) ON CONFLICT (id) DO UPDATE SET amount = EXCLUDED.amount`, id, fmt.Sprint("r", r.IntN(6)), r.IntN(8))
+				case 1:
+					_, err = e.db.Exec(e.ctx, `UPDATE `+table+` SET region = $2 WHERE id = $1`, id, fmt.Sprint("r", r.IntN(6)))
+				case 2:
+					_, err = e.db.Exec(e.ctx, `UPDATE `+table+` SET region = NULL, amount = amount + 1 WHERE id = $1`, id)
+				case 3:
+					_, err = e.db.Exec(e.ctx, `DELETE FROM `+table+` WHERE id = $1`, id)
+				case 4:
+					_, err = e.db.Exec(e.ctx, `UPDATE `+table+` SET id = id + 1000 WHERE id = $1`, id)
+				}
+				if err != nil && !isExpectedWriteConflict(err) {
+					t.Error(err)
+					return
+				}
+				writes.Add(1)
+			}
+		}()
+	}
+	require.Eventually(t, func() bool { return writes.Load() > 600 }, time.Minute, 10*time.Millisecond)
+	close(stop)
+	wg.Wait()
+	e.converge(c)
+	for _, d := range setOpShapes {
+		e.assertMatches(d.target, d.recompute)
+		requireConsistent(t, d.target, e.selfCheck(c, d.target, trellis.SelfCheckStrict))
+	}
+
+	// A TRUNCATE re-derives everything.
+	e.exec(`TRUNCATE refunds`)
+	e.exec(`INSERT INTO refunds VALUES (1, 'r1', 1), (2, NULL, 3)`)
+	e.converge(c)
+	for _, d := range setOpShapes {
+		e.assertMatches(d.target, d.recompute)
+	}
+
+	// Refused: a chain over a set operation's target, ALTER TRANSFORM.
+	_, err = c.Define(e.ctx, `TRANSFORM over_moves FROM moves SELECT amount`)
+	require.Equal(t, trellis.CodeValidation, trellis.CodeOf(err))
+	require.Contains(t, err.Error(), "it is a set operation")
+	_, err = c.Apply(e.ctx, `ALTER TRANSFORM moves ADD COLUMN region AS r2`)
+	require.Equal(t, trellis.CodeValidation, trellis.CodeOf(err))
+	require.Contains(t, err.Error(), "in every branch")
+}
