@@ -97,6 +97,8 @@ func plantedOverCitext(t *testing.T, stripped bool) {
 		"people_copy":  "TRANSFORM people_copy FROM people SELECT team, n",
 		"by_team":      "TRANSFORM by_team FROM people SELECT team, sum(n) AS total, count(*) AS members GROUP BY team",
 		"people_teams": "TRANSFORM people_teams FROM people p JOIN teams t ON p.team = t.name SELECT p.n, t.label",
+		"latest":       "TRANSFORM latest FROM people SELECT DISTINCT ON (team) team, name, n ORDER BY team, n DESC, name",
+		"team_sums":    "TRANSFORM team_sums FROM people SELECT team, name, sum(n) OVER (PARTITION BY team) AS team_total",
 	}
 	for _, d := range defs {
 		_, err := c.Define(e.ctx, d)
@@ -182,6 +184,10 @@ BEGIN `+hit("=(text, citext)")+`; RETURN true; END $$`,
 	require.Equal(t, e.rows(`SELECT p.name::text, t.id, p.n, t.label FROM people_teams x JOIN people p ON p.name OPERATOR(public.=) x.p_name JOIN teams t ON t.id = x.t_id ORDER BY 1, 2`),
 		e.rows(`SELECT p.name::text, t.id, p.n, t.label FROM people p JOIN teams t ON p.team OPERATOR(public.=) t.name ORDER BY 1, 2`))
 	e.assertMatches("(SELECT n, label FROM people_teams) x", "SELECT p.n, t.label FROM people p JOIN teams t ON p.team OPERATOR(public.=) t.name")
+	e.assertMatches("(SELECT pg_catalog.lower(team::text), name::text, n FROM latest) x",
+		"SELECT DISTINCT ON (team) pg_catalog.lower(team::text), name::text, n FROM people ORDER BY team, n DESC, name")
+	e.assertMatches("(SELECT pg_catalog.lower(team::text), name::text, team_total FROM team_sums) x",
+		"SELECT pg_catalog.lower(team::text), name::text, sum(n) OVER (PARTITION BY team) FROM people")
 	require.Empty(t, e.rows(`SELECT what FROM public.hits GROUP BY what`), "planted code ran as Trellis")
 	// The self-check's transactions are read-only: planted code would fail them.
 	for tgt := range defs {
