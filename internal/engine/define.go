@@ -129,10 +129,6 @@ func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error 
 			"%s cannot be read by a transform: it is a set operation (UNION, INTERSECT, EXCEPT), whose key (%s) is NULL in some rows; read its branches' tables instead",
 			up.Target, strings.Join(pl.KeyNames(), ", "))
 	}
-	if pl.Kind() == plan.KindWindow {
-		return errs.New(trellistype.CodeValidation,
-			"%s cannot be read by a transform: it has window functions (or top-k, DISTINCT ON), which are recomputed a partition at a time; read its source instead", up.Target)
-	}
 	keys := pl.KeyNames()
 	if len(keys) == 0 {
 		return errs.New(trellistype.CodeValidation,
@@ -143,16 +139,21 @@ func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error 
 			"%s cannot be read by a transform: it is a LEFT JOIN, whose key (%s) is NULL on the joined side for rows without a match",
 			up.Target, strings.Join(keys, ", "))
 	}
-	if pl.Kind() == plan.KindAggregate {
+	if pl.Kind() == plan.KindAggregate || pl.Kind() == plan.KindWindow {
 		// Only a key that can never be NULL: a NULL group appearing later
 		// would fail the upstream's whole-table rebuilds (a TRUNCATE of
-		// its source), which no key can be blamed for.
+		// its source), which no key can be blamed for. A window's key is
+		// its PARTITION BY outputs, then its source's key (never NULL).
 		side := up.Spec.Sources()[up.Spec.GroupPos()]
 		if pl.GroupNullable() {
 			return errs.New(trellistype.CodeValidation,
 				"%s cannot be read by a transform: it is a LEFT JOIN grouped by the joined side, whose group is NULL for rows without a match", up.Target)
 		}
-		for i, g := range up.Spec.GroupBy {
+		unit, clause := up.Spec.GroupBy, "GROUP BY"
+		if w := up.Spec.Window; w != nil {
+			unit, clause, side = w.Partition, "PARTITION BY", up.Spec.Source
+		}
+		for i, g := range unit {
 			m := plainColumn.FindStringSubmatch(g)
 			var notNull bool
 			if m != nil {
@@ -166,8 +167,8 @@ func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error 
 			}
 			if !notNull {
 				return errs.New(trellistype.CodeValidation,
-					"%s cannot be read by a transform: its key column %s (GROUP BY %s) may be NULL, and a transform reading it needs a key without NULLs: group by NOT NULL columns of %s.%s",
-					up.Target, keys[i], g, side.Schema, side.Table)
+					"%s cannot be read by a transform: its key column %s (%s %s) may be NULL, and a transform reading it needs a key without NULLs: %s NOT NULL columns of %s.%s",
+					up.Target, keys[i], clause, g, strings.ToLower(clause), side.Schema, side.Table)
 			}
 		}
 	}
