@@ -1,0 +1,107 @@
+package trellis_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/trellis-pg/trellis"
+)
+
+// On a database where PUBLIC may create in public and every session's
+// search_path puts public before pg_catalog, another role plants there
+// better-matching versions of the functions and operators capture, the
+// drain, builds, the self-check and status call (hashtext, &, = on text,
+// now, clock_timestamp, pg_notify, to_regclass, format, set_config,
+// unnest, array_position, a text() cast function). A writer that may only
+// INSERT into and UPDATE the source writes through capture, as does the
+// owner: no planted function or operator ever runs, neither as Trellis
+// nor as a writer, and the targets stay exact.
+func TestCaptureAndWorkersNeverRunPlantedCode(t *testing.T) {
+	t.Parallel()
+	t.Run("planted before the define", func(t *testing.T) { t.Parallel(); plantedNeverRunsAnywhere(t, true) })
+	t.Run("planted after the build", func(t *testing.T) { t.Parallel(); plantedNeverRunsAnywhere(t, false) })
+}
+
+// plantedNeverRunsAnywhere is TestCaptureAndWorkersNeverRunPlantedCode,
+// with the objects planted before the define (before) or once the targets
+// are built.
+func plantedNeverRunsAnywhere(t *testing.T, before bool) {
+	e := setup(t)
+	var db string
+	require.NoError(t, e.db.QueryRow(e.ctx, "SELECT current_database()").Scan(&db))
+	e.exec(`GRANT CREATE ON SCHEMA public TO PUBLIC`)
+	e.exec(`CREATE TABLE src (id int PRIMARY KEY, g text NOT NULL, v int NOT NULL)`)
+	e.exec(`INSERT INTO src SELECT i, 'g' || (i % 4), i FROM generate_series(1, 40) i`)
+	e.exec(`CREATE INDEX ON src (g)`)
+	writer := e.role("writer", "GRANT INSERT, UPDATE ON src TO %s")
+	planter := e.role("planter")
+	hit := func(what string) string {
+		return fmt.Sprintf(`INSERT INTO public.hits VALUES (current_user, %s)`, "'"+what+"'")
+	}
+	e.exec(fmt.Sprintf(`ALTER DATABASE %q SET search_path = public, pg_catalog`, db))
+	plant := func() {
+		e.as(planter,
+			`CREATE TABLE public.hits (who text, what text)`,
+			`GRANT INSERT ON public.hits TO PUBLIC`,
+			`CREATE FUNCTION public.hashtext(text) RETURNS int LANGUAGE sql AS $$`+hit("hashtext")+`; SELECT 0$$`,
+			`CREATE FUNCTION public.band(int, int) RETURNS int LANGUAGE sql AS $$`+hit("&")+`; SELECT 0$$`,
+			`CREATE OPERATOR public.& (LEFTARG = int, RIGHTARG = int, FUNCTION = public.band)`,
+			`CREATE FUNCTION public.teq(text, text) RETURNS bool LANGUAGE sql AS $$`+hit("=")+`; SELECT true$$`,
+			`CREATE OPERATOR public.= (LEFTARG = text, RIGHTARG = text, FUNCTION = public.teq)`,
+			`CREATE FUNCTION public.now() RETURNS timestamptz LANGUAGE sql AS $$`+hit("now")+`; SELECT pg_catalog.now()$$`,
+			`CREATE FUNCTION public.clock_timestamp() RETURNS timestamptz LANGUAGE sql AS $$`+hit("clock_timestamp")+`; SELECT pg_catalog.now()$$`,
+			`CREATE FUNCTION public.pg_notify(text, text) RETURNS void LANGUAGE sql AS $$`+hit("pg_notify")+`$$`,
+			`CREATE FUNCTION public.to_regclass(text) RETURNS regclass LANGUAGE sql AS $$`+hit("to_regclass")+`; SELECT pg_catalog.to_regclass($1)$$`,
+			`CREATE FUNCTION public.format(text, text) RETURNS text LANGUAGE sql AS $$`+hit("format")+`; SELECT $1$$`,
+			`CREATE FUNCTION public.set_config(text, text, boolean) RETURNS text LANGUAGE sql AS $$`+hit("set_config")+`; SELECT pg_catalog.set_config($1, $2, $3)$$`,
+			`CREATE FUNCTION public.unnest(text[]) RETURNS SETOF text LANGUAGE sql AS $$`+hit("unnest")+`; SELECT pg_catalog.unnest($1)$$`,
+			`CREATE FUNCTION public.array_position(text[], text) RETURNS int LANGUAGE sql AS $$`+hit("array_position")+`; SELECT pg_catalog.array_position($1, $2)$$`,
+			`CREATE FUNCTION public.text(int) RETURNS text LANGUAGE sql AS $$`+hit("text(int)")+`; SELECT 'x'$$`,
+		)
+	}
+	if before {
+		plant()
+	}
+
+	c := e.engine()
+	for _, d := range []string{
+		"TRANSFORM by_g FROM src SELECT g AS g, sum(v) AS s, count(*) AS n GROUP BY g",
+		"TRANSFORM proj FROM src SELECT v * 2 AS w, g AS g",
+	} {
+		_, err := c.Define(e.ctx, d)
+		require.NoError(t, err, d)
+	}
+	e.waitState(c, "by_g", trellis.StateLive)
+	e.waitState(c, "proj", trellis.StateLive)
+	if !before {
+		plant()
+	}
+	var path string
+	require.NoError(t, writer.QueryRow(e.ctx, `SHOW search_path`).Scan(&path))
+	require.Equal(t, "public, pg_catalog", path, "the writer's session resolves public first")
+	e.as(writer, `INSERT INTO src VALUES (100, 'g9', 100), (101, 'g1', 101)`, `UPDATE src SET v = 5`)
+	e.as(writer, `UPDATE src SET g = 'g2'`)
+	e.as(e.db, `INSERT INTO src VALUES (102, 'g3', 102)`, `UPDATE src SET g = 'g0', v = 7`)
+	e.as(e.db, `DELETE FROM src WHERE id > 100`, `TRUNCATE src`, `INSERT INTO src VALUES (1, 'g1', 1), (2, 'g2', 2)`)
+	e.converge(c)
+	e.assertMatches("by_g", "SELECT g, sum(v) AS s, count(*) AS n FROM src GROUP BY g")
+	e.assertMatches("proj", "SELECT id, v * 2 AS w, g FROM src")
+	job, err := c.SelfCheck(e.ctx, "by_g", trellis.SelfCheckOptions{Timeout: 20 * time.Second, Mode: trellis.SelfCheckStrict})
+	require.NoError(t, err)
+	done := e.waitSelfCheck(c, job.ID)
+	if done.Error != nil {
+		t.Fatalf("self-check: %s", *done.Error)
+	}
+	for _, tg := range []string{"by_g", "proj"} {
+		st, err := c.Status(e.ctx, tg)
+		require.NoError(t, err)
+		require.Equal(t, trellis.StateLive, st.State, tg)
+	}
+	require.Empty(t, e.rows(`SELECT who, what FROM public.hits GROUP BY who, what`), "planted code ran")
+	// The plants work: a session resolving public first runs them.
+	e.as(writer, `SELECT hashtext('a')`)
+	require.NotEmpty(t, e.rows(`SELECT who FROM public.hits WHERE what OPERATOR(pg_catalog.=) 'hashtext'`))
+}
