@@ -413,9 +413,19 @@ func keyTuple(cols []string) string {
 // values (or key, when equal keys can differ, as numeric 2 and 2.000 do)
 // are not identical to them.
 func (p *Plan) upsert(srcName string) string {
+	return p.upsertRows(srcName, p.Spec.Source.KeyCols, p.Spec.Source.KeyTypes, p.columnNames())
+}
+
+// upsertRows is upsert for a target keyed by the columns names (of types
+// types; none: the one row of a global aggregate, whose unique index is on
+// a constant) whose columns are all, key first.
+func (p *Plan) upsertRows(srcName string, names, types, all []string) string {
 	t := p.Target.Quoted()
-	keys := ident.List(p.Spec.Source.KeyCols)
-	all := ident.List(p.columnNames())
+	conflict := ident.List(names)
+	if len(names) == 0 {
+		conflict = "(true)"
+	}
+	cols := ident.List(all)
 	var set, cur, exc []string
 	compare := func(name, typ string) {
 		q := ident.Quote(name)
@@ -423,9 +433,9 @@ func (p *Plan) upsert(srcName string) string {
 		cur = append(cur, identity(t+"."+q, typ))
 		exc = append(exc, identity("EXCLUDED."+q, typ))
 	}
-	for i, k := range p.Spec.Source.KeyCols {
-		if !equalityIsIdentity[p.Spec.Source.KeyTypes[i]] {
-			compare(k, p.Spec.Source.KeyTypes[i])
+	for i, k := range names {
+		if !equalityIsIdentity[types[i]] {
+			compare(k, types[i])
 		}
 	}
 	for _, c := range p.Spec.Columns {
@@ -435,10 +445,10 @@ func (p *Plan) upsert(srcName string) string {
 		compare(c.Name, c.Type)
 	}
 	if len(set) == 0 {
-		return fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s ON CONFLICT (%s) DO NOTHING", t, all, all, srcName, keys)
+		return fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s ON CONFLICT (%s) DO NOTHING", t, cols, cols, srcName, conflict)
 	}
 	return fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s ON CONFLICT (%s) DO UPDATE SET %s WHERE (%s) IS DISTINCT FROM (%s)",
-		t, all, all, srcName, keys, strings.Join(set, ", "), strings.Join(cur, ", "), strings.Join(exc, ", "))
+		t, cols, cols, srcName, conflict, strings.Join(set, ", "), strings.Join(cur, ", "), strings.Join(exc, ", "))
 }
 
 // keyMatch is "t.k1 = s.k1 AND ..." for two aliases over the key columns.

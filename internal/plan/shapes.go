@@ -266,26 +266,27 @@ func unnestTyped(start int, names, types []string) string {
 }
 
 // RecomputeJoinKeys re-derives the target rows of a set of FROM-side keys
-// of a join: one text[] parameter per FROM key column. Two statements.
+// of a join: one text[] parameter per FROM key column. One statement (see
+// shapeRecompute): only the rows that changed are written.
 func (p *Plan) RecomputeJoinKeys() []string {
 	src := p.Spec.Source
 	keys, query := p.joinKeysParts()
 	// The target's columns that hold the FROM side's key.
 	tcols := p.Spec.Key[:len(src.KeyCols)]
-	var match []string
+	var tk, kk []string
 	for i, c := range tcols {
-		match = append(match, cmp("t."+ident.Quote(c.Name), "=", "k."+ident.Quote(src.KeyCols[i]), opAt(src.KeyOps, i)))
+		tk = append(tk, "t."+ident.Quote(c.Name))
+		kk = append(kk, ident.Quote(src.KeyCols[i]))
 	}
-	del := fmt.Sprintf("WITH %s DELETE FROM %s AS t USING k WHERE %s", keys, p.Target.Quoted(), strings.Join(match, " AND "))
+	// The target's rows of the keys, found through its key index.
+	unit := inQuery(tk, "SELECT "+strings.Join(kk, ", ")+" FROM k", src.KeyOps)
 	if len(tcols) == 1 && !isArrayType(src.KeyTypes[0]) {
 		// An array the planner cannot size keeps it on the target's key
 		// index: joined with the keys, it hashed the whole target.
 		o := opAt(src.KeyOps, 0)
-		del = fmt.Sprintf("WITH %s DELETE FROM %s AS t WHERE %s", keys, p.Target.Quoted(),
-			anyOf("t."+ident.Quote(tcols[0].Name), "ARRAY(SELECT "+o.side(ident.Quote(src.KeyCols[0]))+" FROM k)", o))
+		unit = anyOf(tk[0], "ARRAY(SELECT "+o.side(kk[0])+" FROM k)", o)
 	}
-	ins := fmt.Sprintf("WITH %s INSERT INTO %s (%s) %s", keys, p.Target.Quoted(), ident.List(p.columnNamesShape()), query)
-	return []string{del, ins}
+	return []string{p.shapeRecompute(keys, query, unit, false)}
 }
 
 // joinKeysParts are the keys CTE of a join's keyed recompute and the
@@ -297,15 +298,76 @@ func (p *Plan) joinKeysParts() (keys, query string) {
 	return keys, p.shapeQuery(cond)
 }
 
-// RecomputeGroups re-derives a set of groups of an aggregate: one text[]
-// parameter per key (GROUP BY) column, the groups' values as text. Two
-// statements: the groups' rows are deleted, then what the definition yields
-// for them inserted. The candidate rows are found through plain
-// equalities (so a source index serves them), then matched exactly.
+// RecomputeGroups re-derives a set of groups of an aggregate (or
+// partitions of a window): one text[] parameter per key (GROUP BY) column,
+// the groups' values as text. One statement (see shapeRecompute): only the
+// rows that changed are written. The candidate rows are found through
+// plain equalities (so a source index serves them), then matched exactly.
 func (p *Plan) RecomputeGroups(withNulls bool) []string {
-	groups, del, query := p.groupsStatements(withNulls)
-	ins := fmt.Sprintf("WITH %s INSERT INTO %s (%s) %s", groups, p.Target.Quoted(), ident.List(p.columnNamesShape()), query)
-	return []string{del, ins}
+	groups, unit, query := p.groupsStatements(withNulls)
+	return []string{p.shapeRecompute(groups, query, unit, withNulls)}
+}
+
+// shapeRecompute is the keyed recompute of a join, aggregate or window in
+// one statement. pre are the keys' CTEs, query the definition's rows for
+// the keys, unit the condition on the target (alias t) selecting the rows
+// of the keys. The target rows of the keys that query no longer yields are
+// deleted, and query's rows upserted: a row whose values are identical to
+// the target's is not written, so an unchanged row costs no write, no WAL
+// and no dead tuple. The rows deleted and the rows upserted are disjoint
+// (the delete matches keys as the target's unique index does, NULLs equal),
+// so no row is touched twice. It returns the counts deleted and upserted.
+func (p *Plan) shapeRecompute(pre, query, unit string, withNulls bool) string {
+	names, types := p.keyColumns()
+	ops := p.keyOps()
+	var match []string
+	for i, n := range names {
+		a, b, o := "src."+ident.Quote(n), "t."+ident.Quote(n), opAt(ops, i)
+		switch {
+		case !p.keyNullable(i, withNulls):
+			match = append(match, cmp(a, "=", b, o))
+		case o != nil || isArrayType(types[i]):
+			// ARRAY[] of an array would flatten it (a NULL one to '{}'),
+			// and a key with operators of its own is compared by them.
+			match = append(match, cmp(a, "IS NOT DISTINCT FROM", b, o))
+		default:
+			// Array equality holds for two NULLs, and, unlike IS NOT
+			// DISTINCT FROM, can be hashed: it compares the elements
+			// with their type's default equality, as the unique index.
+			match = append(match, "ARRAY["+a+"] = ARRAY["+b+"]")
+		}
+	}
+	anti := "NOT EXISTS (SELECT 1 FROM src"
+	if len(match) > 0 {
+		anti += " WHERE " + strings.Join(match, " AND ")
+	}
+	anti += ")"
+	del := fmt.Sprintf("DELETE FROM %s AS t WHERE %s AND %s RETURNING 1", p.Target.Quoted(), unit, anti)
+	return fmt.Sprintf("WITH %s, src AS (%s), del AS (%s), ins AS (%s RETURNING 1) SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM ins)",
+		pre, query, del, p.upsertRows("src", names, types, p.columnNamesShape()))
+}
+
+// keyNullable says whether the target's key column i can hold NULL among
+// the rows of a keyed recompute: a joined table's key under a LEFT JOIN,
+// an aggregate's or window's group when the keys include a NULL group. The
+// FROM table's key is never NULL.
+func (p *Plan) keyNullable(i int, withNulls bool) bool {
+	if p.Kind() == KindJoin {
+		if i < len(p.Spec.Source.KeyCols) {
+			return false
+		}
+		for _, j := range p.Spec.JoinList() {
+			if j.Left {
+				return true
+			}
+		}
+		return false
+	}
+	if i < len(p.unitExprs()) {
+		return withNulls
+	}
+	// A window's key past its partition is the FROM table's key.
+	return false
 }
 
 // groupsParts are the groups CTE of an aggregate's keyed recompute and the
@@ -315,24 +377,25 @@ func (p *Plan) groupsParts(withNulls bool) (groups, query string) {
 	return groups, query
 }
 
-// groupsStatements are the groups CTE, the delete of the groups' rows and
-// the definition's query for the groups.
-func (p *Plan) groupsStatements(withNulls bool) (groups, del, query string) {
+// groupsStatements are the groups CTE, the condition selecting the
+// groups' rows of the target (alias t) and the definition's query for the
+// groups.
+func (p *Plan) groupsStatements(withNulls bool) (groups, rows, query string) {
 	if p.oneUnit() {
 		// The one group, of no columns: every row of the source. Its key
 		// parameter (see KeyParams) says whether it is to be recomputed.
 		groups = "g AS (SELECT WHERE cardinality($1::text[]) > 0)"
-		del = fmt.Sprintf("WITH %s DELETE FROM %s WHERE EXISTS (SELECT FROM g)", groups, p.Target.Quoted())
+		rows = "EXISTS (SELECT FROM g)"
 		if p.Spec.Window != nil {
 			// No GROUP BY: the condition goes in WHERE, where it keeps
 			// or drops the whole partition.
-			return groups, del, p.shapeQuery("EXISTS (SELECT FROM g)")
+			return groups, rows, p.shapeQuery("EXISTS (SELECT FROM g)")
 		}
 		having := ""
 		if p.Spec.Having != "" {
 			having = " AND (" + p.Spec.Having + ")"
 		}
-		return groups, del,
+		return groups, rows,
 			fmt.Sprintf("SELECT %s FROM %s%s HAVING EXISTS (SELECT FROM g)%s", p.shapeSelect(), p.fromClause(), p.where(), having)
 	}
 	// The unit's key columns lead the target's key: all of it for an
@@ -392,10 +455,9 @@ func (p *Plan) groupsStatements(withNulls bool) (groups, del, query string) {
 		tcols[i] = "t." + ident.Quote(n)
 		scols[i] = "(" + exprs[i] + ")"
 	}
-	del = fmt.Sprintf("WITH %s DELETE FROM %s AS t WHERE %s%s",
-		groups, p.Target.Quoted(), strings.Join(tcoarse, " AND "), exact(tcols, tmatch))
+	rows = strings.Join(tcoarse, " AND ") + exact(tcols, tmatch)
 	srcConds := strings.Join(coarse, " AND ") + exact(scols, smatch)
-	return groups, del, p.shapeQuery(srcConds)
+	return groups, rows, p.shapeQuery(srcConds)
 }
 
 // Changes describes the parameters of the affected-rows queries: the
