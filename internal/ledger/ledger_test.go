@@ -265,10 +265,12 @@ func TestPagesAreClaimedOnceAppliedAndRetried(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 
-	// Key 1 changed twice the same way, key 2 once with old values, and a
-	// TRUNCATE, all in bucket 0.
+	// Key 1 changed twice the same way, key 2 once with old values, key 3
+	// updated (its old values and its new key: two rows), and a TRUNCATE,
+	// all in bucket 0.
 	_, err := f.pool.Exec(f.ctx, `INSERT INTO trellis.ledger (seg, src, bucket, key, vals) VALUES
-  (0, 7, 0, '{1}', NULL), (0, 7, 0, '{1}', NULL), (0, 7, 0, '{2}', '{old}'), (0, 8, 0, NULL, NULL)`)
+  (0, 7, 0, '{1}', NULL), (0, 7, 0, '{1}', NULL), (0, 7, 0, '{2}', '{old}'), (0, 8, 0, NULL, NULL),
+  (0, 7, 0, '{3}', NULL), (0, 7, 0, '{3}', '{was}')`)
 	require.NoError(t, err)
 	_, err = f.l.Cut(f.ctx, true)
 	require.NoError(t, err)
@@ -285,16 +287,17 @@ func TestPagesAreClaimedOnceAppliedAndRetried(t *testing.T) {
 	require.Zero(t, p.Attempts)
 	changes, err := f.l.Changes(f.ctx, tx, p)
 	require.NoError(t, err)
-	old := "old"
+	old, was := "old", "was"
 	// The rows were stored in bucket 0: each change carries its key's own
 	// bucket, and says it was stored under another.
-	var b1, b2 int
-	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT hashtext('{1}') & 63, hashtext('{2}') & 63`).Scan(&b1, &b2))
+	var b1, b2, b3 int
+	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT hashtext('{1}') & 63, hashtext('{2}') & 63, hashtext('{3}') & 63`).Scan(&b1, &b2, &b3))
 	require.ElementsMatch(t, []ledger.Change{
 		{Src: 7, Key: []string{"1"}, Bucket: b1, Mislabeled: b1 != 0},
 		{Src: 7, Key: []string{"2"}, Vals: []*string{&old}, Bucket: b2, Mislabeled: b2 != 0},
+		{Src: 7, Key: []string{"3"}, Vals: []*string{&was}, Bucket: b3, Mislabeled: b3 != 0},
 		{Src: 8},
-	}, changes, "each distinct change once; a TRUNCATE has no key")
+	}, changes, "each distinct change once (an update's new key is its old row's); a TRUNCATE has no key")
 
 	// Another worker does not get the page, not even by its id.
 	other, err := f.pool.Begin(f.ctx)

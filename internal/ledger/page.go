@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -65,22 +66,111 @@ func (l *Ledger) Claim(ctx context.Context, tx pgx.Tx, id int64) (*Page, error) 
 // Changes reads a page's changes, each distinct change once. It reads only
 // the page's segments: the page's transaction then holds no lock on the
 // others, and a drained one can be reclaimed while the page is applied.
+//
+// The rows are reduced here, not by the statement: its estimate of a
+// page's rows is far too low for it to hash them, and sorting arrays of
+// text by collation cost more than reading every row did. A row of a key
+// with no old values (an inserted row, an updated row's new key) is left
+// out when another change of the page has the same key: every change's
+// key is looked up as it is now, so it says nothing more.
 func (l *Ledger) Changes(ctx context.Context, tx pgx.Tx, p *Page) ([]Change, error) {
 	rows, err := tx.Query(ctx, l.Cat.SQL(sqlPageKeys, l.pageSegments(p)), p.Lo, p.Hi, p.Buckets, Buckets-1)
 	if err != nil {
 		return nil, fmt.Errorf("reading page %d: %w", p.ID, err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Change, error) {
+	defer rows.Close()
+	var r reducer
+	for rows.Next() {
 		var c Change
 		var key []*string
-		err := r.Scan(&c.Src, &key, &c.Vals, &c.Bucket, &c.Mislabeled)
+		if err := rows.Scan(&c.Src, &key, &c.Vals, &c.Bucket, &c.Mislabeled); err != nil {
+			return nil, fmt.Errorf("reading page %d: %w", p.ID, err)
+		}
 		c.Key = keyOf(key)
-		return c, err
-	})
-	if err != nil {
+		r.add(c)
+	}
+	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("reading page %d: %w", p.ID, err)
 	}
-	return out, nil
+	return r.changes(), nil
+}
+
+// reducer reduces a page's ledger rows to its distinct changes.
+type reducer struct {
+	out []Change
+	// seen indexes out by source, key and old values; withVals holds,
+	// by source and key, the first change of the key with old values.
+	seen     map[string]int
+	withVals map[string]int
+}
+
+// keyID identifies a change's source and key.
+func keyID(c Change) string {
+	var b strings.Builder
+	b.WriteString(strconv.Itoa(c.Src))
+	if c.Key == nil {
+		b.WriteString("\x02") // a TRUNCATE, or a key with a NULL part
+	}
+	for _, k := range c.Key {
+		b.WriteByte(0)
+		b.WriteString(k)
+	}
+	return b.String()
+}
+
+// add adds a row's change, or merges it into the same change added before.
+func (r *reducer) add(c Change) {
+	if r.seen == nil {
+		r.seen, r.withVals = map[string]int{}, map[string]int{}
+	}
+	key := keyID(c)
+	id := key
+	if c.Vals != nil {
+		var b strings.Builder
+		b.WriteString(key)
+		b.WriteString("\x01")
+		for _, v := range c.Vals {
+			if v == nil {
+				b.WriteString("\x00N")
+			} else {
+				b.WriteString(*v)
+			}
+			b.WriteByte(0)
+		}
+		id = b.String()
+	}
+	if i, ok := r.seen[id]; ok {
+		r.out[i].Mislabeled = r.out[i].Mislabeled || c.Mislabeled
+		return
+	}
+	r.seen[id] = len(r.out)
+	if _, ok := r.withVals[key]; !ok && c.Vals != nil {
+		r.withVals[key] = len(r.out)
+	}
+	r.out = append(r.out, c)
+}
+
+// changes are the distinct changes added, less the changes without old
+// values of a key that has one with them (which carries their label).
+func (r *reducer) changes() []Change {
+	keep := make([]bool, len(r.out))
+	for i, c := range r.out {
+		keep[i] = true
+		if c.Vals != nil || c.Key == nil {
+			continue
+		}
+		if j, ok := r.withVals[keyID(c)]; ok {
+			keep[i] = false
+			r.out[j].Mislabeled = r.out[j].Mislabeled || c.Mislabeled
+		}
+	}
+	out := make([]Change, 0, len(r.out))
+	for i, c := range r.out {
+		if keep[i] {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // keyOf is a ledger row's key as a Change holds it: nil for a TRUNCATE

@@ -106,13 +106,13 @@ ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`
 	// %[2]s is the relation read: the ledger, or only the page's segments
 	// (pageSegments), so that the page locks no other segment.
 	sqlPageKeys = `
-SELECT src, key, vals, coalesce(hashtext(key::text) & $4, 0),
-       bool_or(bucket IS DISTINCT FROM coalesce(hashtext(key::text) & $4, 0))
-FROM %[2]s l
-WHERE bucket = ANY($3::int[])
-  AND xid >= pg_snapshot_xmin($1::pg_snapshot) AND xid < pg_snapshot_xmax($2::pg_snapshot)
-  AND pg_visible_in_snapshot(xid, $2::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
-GROUP BY src, key, vals`
+SELECT src, key, vals, h, bucket IS DISTINCT FROM h
+FROM (SELECT src, key, vals, bucket, coalesce(hashtext(key::text) & $4, 0) AS h
+      FROM %[2]s l
+      WHERE bucket = ANY($3::int[])
+        AND xid >= pg_snapshot_xmin($1::pg_snapshot) AND xid < pg_snapshot_xmax($2::pg_snapshot)
+        AND pg_visible_in_snapshot(xid, $2::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
+      OFFSET 0) r`
 
 	// One segment's rows, a part of a page's segments (pageSegments).
 	sqlSegmentRows = `SELECT seg, xid, src, bucket, key, vals FROM %[1]s.%[2]s`
