@@ -99,6 +99,8 @@ func plantedOverCitext(t *testing.T, stripped bool) {
 		"people_teams": "TRANSFORM people_teams FROM people p JOIN teams t ON p.team = t.name SELECT p.n, t.label",
 		"latest":       "TRANSFORM latest FROM people SELECT DISTINCT ON (team) team, name, n ORDER BY team, n DESC, name",
 		"team_sums":    "TRANSFORM team_sums FROM people SELECT team, name, sum(n) OVER (PARTITION BY team) AS team_total",
+		"all_teams":    "TRANSFORM all_teams FROM people SELECT team UNION SELECT name FROM teams",
+		"both_named":   "TRANSFORM both_named FROM people SELECT name, team UNION ALL SELECT name, label FROM teams",
 	}
 	for _, d := range defs {
 		_, err := c.Define(e.ctx, d)
@@ -186,6 +188,10 @@ BEGIN `+hit("=(text, citext)")+`; RETURN true; END $$`,
 	e.assertMatches("(SELECT n, label FROM people_teams) x", "SELECT p.n, t.label FROM people p JOIN teams t ON p.team OPERATOR(public.=) t.name")
 	e.assertMatches("(SELECT pg_catalog.lower(team::text), name::text, n FROM latest) x",
 		"SELECT DISTINCT ON (team) pg_catalog.lower(team::text), name::text, n FROM people ORDER BY team, n DESC, name")
+	require.Equal(t, e.rows(`SELECT pg_catalog.lower(team::text) FROM all_teams ORDER BY 1`),
+		e.rows(`SELECT pg_catalog.lower(team::text) FROM (SELECT team FROM people UNION SELECT name FROM teams) u ORDER BY 1`))
+	e.assertMatches("(SELECT name::text, team::text FROM both_named) x",
+		"SELECT name::text, team::text FROM people UNION ALL SELECT name::text, label FROM teams")
 	e.assertMatches("(SELECT pg_catalog.lower(team::text), name::text, team_total FROM team_sums) x",
 		"SELECT pg_catalog.lower(team::text), name::text, sum(n) OVER (PARTITION BY team) FROM people")
 	require.Empty(t, e.rows(`SELECT what FROM public.hits GROUP BY what`), "planted code ran as Trellis")

@@ -197,6 +197,11 @@ func (s *Spec) SetOps(ops map[string]*Op, colType func(pos int, col string) stri
 		}
 	}
 	keyOps(&s.Source)
+	if s.SetOp != nil {
+		for i := range s.SetOp.Branches {
+			keyOps(&s.SetOp.Branches[i].Source)
+		}
+	}
 	for _, j := range s.JoinList() {
 		keyOps(&j.Source)
 	}
