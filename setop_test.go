@@ -161,3 +161,66 @@ func TestSetOperations(t *testing.T) {
 	require.Equal(t, trellis.CodeValidation, trellis.CodeOf(err))
 	require.Contains(t, err.Error(), "in every branch")
 }
+
+// A set operation's definitions go through a schema dump, load, build and
+// stay exact; a branch's failing expression quarantines its column (the
+// sample names the branch and key) and a fixed row releases it.
+func TestSetOperationsDumpAndQuarantine(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE sales (id bigint PRIMARY KEY, region text, amount int NOT NULL);
+CREATE TABLE refunds (id int PRIMARY KEY, region text, amount int NOT NULL)`)
+	c := e.engine()
+	defs := []struct{ stmt, target, recompute string }{
+		{`TRANSFORM ratios FROM sales SELECT id, 100 / amount AS r UNION ALL SELECT id, 10 / amount FROM refunds`, "ratios",
+			`SELECT 1::smallint AS branch, id, 100 / amount AS r FROM sales UNION ALL SELECT 2, id, 10 / amount FROM refunds`},
+		{`TRANSFORM shared FROM sales SELECT region INTERSECT SELECT region FROM refunds WHERE amount > 1`, "shared",
+			`SELECT region FROM sales INTERSECT SELECT region FROM refunds WHERE amount > 1`},
+	}
+	for _, d := range defs {
+		_, err := c.Define(e.ctx, d.stmt)
+		require.NoError(t, err, d.stmt)
+	}
+	for _, d := range defs {
+		e.waitState(c, d.target, trellis.StateLive)
+	}
+	res := e.structureDump(c, nil)
+	e2 := e.fresh()
+	e2.load(res.SQL)
+	e2.exec(`INSERT INTO sales SELECT g, 'r' || (g % 4), g % 9 + 1 FROM generate_series(1, 100) g`)
+	e2.exec(`INSERT INTO refunds SELECT g, 'r' || (g % 6), g % 5 + 1 FROM generate_series(1, 60) g`)
+	c2 := e2.connect(trellis.Options{Staging: true, DrainWorkers: 2})
+	for _, d := range defs {
+		e2.waitState(c2, d.target, trellis.StateLive)
+		e2.assertMatches(d.target, d.recompute)
+	}
+	defs2, err := c2.Definitions(e2.ctx)
+	require.NoError(t, err)
+	var found bool
+	for _, d := range defs2 {
+		if d.Target == "public.ratios" {
+			found = true
+			require.Equal(t, []string{"public.sales", "public.refunds"}, d.Sources)
+		}
+	}
+	require.True(t, found, "%+v", defs2)
+
+	e2.exec(`INSERT INTO refunds VALUES (500, 'r1', 0)`)
+	e2.converge(c2)
+	q := e2.waitQuarantine(c2, "ratios.r", func(q trellis.QuarantineEntry) bool { return q.State == trellis.StatePaused })
+	require.Contains(t, q.Error, "division by zero")
+	page, err := c2.SampleQuarantined(e2.ctx, "ratios.r", trellis.SampleOptions{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, page.Samples, 1)
+	require.Contains(t, page.Samples[0].Key, "500")
+	e2.exec(`UPDATE refunds SET amount = 2 WHERE id = 500`)
+	e2.exec(`UPDATE sales SET region = 'gone' WHERE id % 3 = 0`)
+	e2.converge(c2)
+	_, err = c2.Apply(e2.ctx, `RESUME TRANSFORM ratios.r`)
+	require.NoError(t, err)
+	e2.waitState(c2, "ratios", trellis.StateLive)
+	e2.converge(c2)
+	for _, d := range defs {
+		e2.assertMatches(d.target, d.recompute)
+	}
+}
