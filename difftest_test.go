@@ -24,7 +24,8 @@ import (
 // BY with every aggregate family, inner and
 // left joins grouped by either side, joins of three tables (star and chain,
 // inner and left, grouped by any of them), semi- and anti-joins (EXISTS,
-// NOT EXISTS, IN), chains over each kind of target,
+// NOT EXISTS, IN), set operations (UNION ALL, UNION, INTERSECT, EXCEPT),
+// chains over each kind of target,
 // partitioned sources), over columns of many types, driven by random DML
 // (multi-row statements, key changes, NULLs, TRUNCATE, rollbacks) while the
 // workers' connections are killed at random. After convergence every target
@@ -91,7 +92,7 @@ func TestDifferential(t *testing.T) {
 				}
 			}
 			g := &diffGen{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), schema: fmt.Sprintf("d%d", executed), icu: icu,
-				alt: rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d))}
+				alt: rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d)), setops: rand.New(rand.NewPCG(seed, seed^0x2545f4914f6cdd1d))}
 			t.Logf("differential case %s: seed %d (replay: go test -run TestDifferential -seed %d; a divergence found becomes a line of testdata/difftest/regressions.txt)", r.name, seed, seed)
 			runDiffCase(t, e, c, g)
 			executed++
@@ -138,6 +139,9 @@ type diffGen struct {
 	schema string
 	icu    bool
 	nextID int
+	// setops draws the set operations that replace some projections: a
+	// stream of its own too.
+	setops *rand.Rand
 }
 
 func (g *diffGen) pick(xs ...string) string { return xs[g.r.IntN(len(xs))] }
@@ -372,6 +376,10 @@ func (g *diffGen) def(i int, prior []diffDef) diffDef {
 			// A window, top-k or DISTINCT ON over a instead, drawn from
 			// the alt stream, so the main stream stays as it was.
 			d = g.windowDef(d.name)
+		} else if g.setops != nil && g.setops.IntN(3) == 0 {
+			// A set operation instead, from a stream of its own, so the
+			// main and alt streams stay as they were.
+			d = g.setOpDef(d.name)
 		}
 	case "group":
 		key := g.groupKey("a")
@@ -502,7 +510,7 @@ func (g *diffGen) def(i int, prior []diffDef) diffDef {
 		for _, p := range prior {
 			// Chains over chains are left out: the generator does not
 			// track a chain's key columns.
-			if p.kind != "leftjoin" && p.kind != "chain" && p.kind != "window" {
+			if p.kind != "leftjoin" && p.kind != "chain" && p.kind != "window" && p.kind != "setop" {
 				readable = append(readable, p)
 			}
 		}
@@ -589,6 +597,93 @@ func (g *diffGen) windowDef(name string) diffDef {
 	return d
 }
 
+// setOpDef draws, from the setops stream only, a set operation over a, b
+// and c (a read twice sometimes): UNION ALL, keyed by the branch and each
+// table's key (selected as id, or added as <alias>_id), or a tree of
+// UNION, INTERSECT and EXCEPT keyed by the whole row. The outputs are an
+// int and a "C" text, whose equality is identity.
+func (g *diffGen) setOpDef(name string) diffDef {
+	r := g.setops
+	pick := func(xs ...string) string { return xs[r.IntN(len(xs))] }
+	type branch struct{ table, alias, x, y, where string }
+	all := []branch{
+		{"a", "a", pick("a.g", "a.g % 3", "coalesce(a.d, 0)"), pick("a.k", "a.ci COLLATE \"C\"", "upper(a.k)"), pick("", "a.g > 1", "a.k <> 'bob'", "a.e <> 'sad'")},
+		{"b", "b", pick("b.w", "b.aid % 4"), pick("b.label COLLATE \"C\"", "lower(b.label) COLLATE \"C\""), pick("", "b.w > 0", "b.label IS NOT NULL")},
+		{"c", "c", pick("c.w", "c.w - 1"), "c.tag", pick("", "c.w < 3")},
+		{"a", "a2", pick("a2.g", "a2.d"), pick("a2.k", "lower(a2.k)"), pick("", "a2.g IS NULL", "a2.n >= 2")},
+	}
+	r.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+	bs := all[:2+r.IntN(2)]
+	where := func(w string) string {
+		if w == "" {
+			return ""
+		}
+		return " WHERE " + w
+	}
+	var d diffDef
+	d.name = name
+	d.kind = "setop"
+	if r.IntN(2) == 0 {
+		// UNION ALL; the key selected as id in every branch, or added.
+		withID := r.IntN(2) == 0
+		var stmt, rec []string
+		d.cols = []string{"branch"}
+		if withID {
+			d.cols = append(d.cols, "id")
+		} else {
+			for _, b := range bs {
+				d.cols = append(d.cols, b.alias+"_id")
+			}
+		}
+		d.cols = append(d.cols, "x", "y")
+		for i, b := range bs {
+			sel := fmt.Sprintf("%s AS x, %s AS y", b.x, b.y)
+			recSel := fmt.Sprintf("%d::smallint", i+1)
+			if withID {
+				sel = b.alias + ".id, " + sel
+				recSel += ", " + b.alias + ".id"
+			} else {
+				for j, o := range bs {
+					if j == i {
+						recSel += ", " + b.alias + ".id"
+					} else {
+						recSel += fmt.Sprintf(", NULL::int AS %s_id", o.alias)
+					}
+				}
+			}
+			recSel += fmt.Sprintf(", %s, %s", b.x, b.y)
+			if i == 0 {
+				stmt = append(stmt, fmt.Sprintf("TRANSFORM %s FROM %s %s SELECT %s%s", name, g.q(b.table), b.alias, sel, where(b.where)))
+			} else {
+				stmt = append(stmt, fmt.Sprintf("SELECT %s FROM %s %s%s", sel, g.q(b.table), b.alias, where(b.where)))
+			}
+			rec = append(rec, fmt.Sprintf("SELECT %s FROM %s %s%s", recSel, g.q(b.table), b.alias, where(b.where)))
+		}
+		d.stmt = strings.Join(stmt, " UNION ALL ")
+		d.recompute = strings.Join(rec, " UNION ALL ")
+		return d
+	}
+	// A tree of set operations without ALL (SQL precedence).
+	var stmt, rec strings.Builder
+	for i, b := range bs {
+		if i > 0 {
+			op := " " + pick("UNION", "INTERSECT", "EXCEPT") + " "
+			stmt.WriteString(op)
+			rec.WriteString(op)
+		}
+		sel := fmt.Sprintf("%s AS x, %s AS y", b.x, b.y)
+		if i == 0 {
+			fmt.Fprintf(&stmt, "TRANSFORM %s FROM %s %s SELECT %s%s", name, g.q(b.table), b.alias, sel, where(b.where))
+		} else {
+			fmt.Fprintf(&stmt, "SELECT %s FROM %s %s%s", sel, g.q(b.table), b.alias, where(b.where))
+		}
+		fmt.Fprintf(&rec, "SELECT %s FROM %s %s%s", sel, g.q(b.table), b.alias, where(b.where))
+	}
+	d.stmt, d.recompute = stmt.String(), rec.String()
+	d.cols = []string{"x", "y"}
+	return d
+}
+
 // gated reports the gated feature a definition uses, if any.
 func gated(d diffDef) string {
 	for f, why := range gatedFeatures {
@@ -622,6 +717,18 @@ func runDiffCase(t *testing.T, e *env, c *trellis.Client, g *diffGen) {
 			t.Logf("defined: %s", d.stmt)
 		}
 		defs = append(defs, d)
+	}
+	if g.setops != nil {
+		// One set operation per case, from its own stream.
+		d := g.setOpDef(g.q("s0"))
+		if _, err := c.Define(e.ctx, d.stmt); err != nil {
+			t.Logf("refused: %s: %v", d.stmt, err)
+		} else {
+			if os.Getenv("TRELLIS_DIFF_VERBOSE") != "" {
+				t.Logf("defined: %s", d.stmt)
+			}
+			defs = append(defs, d)
+		}
 	}
 	require.NotEmpty(t, defs)
 	defer func() {
