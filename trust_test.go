@@ -105,3 +105,84 @@ func plantedNeverRunsAnywhere(t *testing.T, before bool) {
 	e.as(writer, `SELECT hashtext('a')`)
 	require.NotEmpty(t, e.rows(`SELECT who FROM public.hits WHERE what OPERATOR(pg_catalog.=) 'hashtext'`))
 }
+
+// Only Trellis writes its catalog: a role that may write a captured table
+// has no right on any table, sequence, function or the schema of the
+// catalog (so it can neither forge ledger rows nor hold a lock that stops
+// reclamation), and its writes still reach the targets through capture.
+func TestCatalogGrantsOtherRolesNothing(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE src (id int PRIMARY KEY, v int)`)
+	e.exec(`INSERT INTO src SELECT i, i FROM generate_series(1, 10) i`)
+	writer := e.role("writer", "GRANT INSERT, UPDATE ON src TO %s")
+	c := e.engine()
+	_, err := c.Define(e.ctx, "TRANSFORM copy FROM src SELECT v AS v")
+	require.NoError(t, err)
+	e.waitState(c, "copy", trellis.StateLive)
+	var who string
+	require.NoError(t, writer.QueryRow(e.ctx, `SELECT current_user`).Scan(&who))
+
+	rights := e.rows(`
+SELECT c.relname, p.priv FROM pg_class c
+CROSS JOIN unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER']) p(priv)
+WHERE c.relnamespace = 'trellis'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm')
+  AND has_table_privilege($1, c.oid, p.priv)
+UNION ALL
+SELECT c.relname, p.priv FROM pg_class c CROSS JOIN unnest(ARRAY['USAGE', 'SELECT', 'UPDATE']) p(priv)
+WHERE c.relnamespace = 'trellis'::regnamespace AND c.relkind = 'S' AND has_sequence_privilege($1, c.oid, p.priv)
+UNION ALL
+SELECT f.oid::regprocedure::text, 'EXECUTE' FROM pg_proc f
+WHERE f.pronamespace = 'trellis'::regnamespace AND has_function_privilege($1, f.oid, 'EXECUTE')
+UNION ALL
+SELECT 'schema', p.priv FROM unnest(ARRAY['USAGE', 'CREATE']) p(priv) WHERE has_schema_privilege($1, 'trellis', p.priv)`, who)
+	require.Empty(t, rights, "another role has rights on the catalog")
+	var n int
+	require.NoError(t, e.db.QueryRow(e.ctx, `SELECT count(*) FROM pg_class WHERE relnamespace = 'trellis'::regnamespace AND relname LIKE 'ledger%'`).Scan(&n))
+	require.Greater(t, n, 1, "the ledger and its segments were checked")
+
+	for _, q := range []string{
+		`INSERT INTO trellis.ledger (seg, src, bucket, key) VALUES (0, 1, 0, '{1}')`,
+		`INSERT INTO trellis.ledger_0 (seg, src, bucket, key) VALUES (0, 1, 0, '{1}')`,
+		`UPDATE trellis.ring SET cur = cur`,
+		`BEGIN; LOCK TABLE trellis.ledger_0 IN ROW EXCLUSIVE MODE`,
+		`SELECT pg_notify('x', 'y') FROM trellis.transforms`,
+	} {
+		_, err := writer.Exec(e.ctx, q)
+		require.Equal(t, "42501", sqlstate(err), "%s: %v", q, err)
+	}
+	e.as(writer, `UPDATE src SET v = 100`, `INSERT INTO src VALUES (11, 11)`)
+	e.converge(c)
+	e.assertMatches("copy", "SELECT id, v FROM src")
+}
+
+// Damage to the catalog's ring (its row deleted, or pointing at no
+// segment) or the ledger renamed never fails a write to a captured table,
+// by its owner or by a role that may only INSERT and UPDATE it.
+func TestWritesSurviveDamagedRing(t *testing.T) {
+	t.Parallel()
+	for name, damage := range map[string]string{
+		"ring row deleted":  `DELETE FROM trellis.ring`,
+		"ring out of range": `UPDATE trellis.ring SET cur = 999`,
+		"ring null":         `ALTER TABLE trellis.ring ALTER COLUMN cur DROP NOT NULL; UPDATE trellis.ring SET cur = NULL`,
+		"ledger renamed":    `ALTER TABLE trellis.ledger RENAME TO ledger_gone`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t)
+			e.exec(`CREATE TABLE src (id int PRIMARY KEY, g int, v int)`)
+			e.exec(`INSERT INTO src SELECT i, i % 5, i FROM generate_series(1, 20) i`)
+			writer := e.role("writer", "GRANT INSERT, UPDATE ON src TO %s")
+			c := e.engine()
+			_, err := c.Define(e.ctx, "TRANSFORM by_g FROM src SELECT g AS g, sum(v) AS s GROUP BY g")
+			require.NoError(t, err)
+			e.waitState(c, "by_g", trellis.StateLive)
+			require.NoError(t, c.Close())
+
+			e.exec(damage)
+			e.as(writer, `UPDATE src SET v = 1`, `INSERT INTO src VALUES (21, 1, 21)`)
+			e.as(e.db, `UPDATE src SET g = 3 WHERE id = 3`, `DELETE FROM src WHERE id = 4`, `TRUNCATE src`, `INSERT INTO src VALUES (1, 1, 1)`)
+			e.as(writer, `UPDATE src SET v = 2`)
+		})
+	}
+}
