@@ -284,6 +284,10 @@ func TestCaptureInstallFailureStopsOnlyItsReaders(t *testing.T) {
 	require.NoError(t, err)
 	e.converge(c)
 	e.assertMatches("healthy_copy", "SELECT id, v FROM healthy")
+	// The ledger is reclaimed meanwhile: the applied changes go.
+	e.eventually("the ledger was reclaimed", func() bool {
+		return e.rows(`SELECT count(*) FROM trellis.ledger`)[0][0] == "0"
+	})
 	_, err = e.db.Exec(e.ctx, `UPDATE foreign_src SET v = 0`)
 	require.NoError(t, err, "writes to the table capture could not be installed on")
 
