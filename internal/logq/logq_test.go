@@ -56,3 +56,38 @@ func TestLoggingNeverBlocksAndCountsDrops(t *testing.T) {
 	require.Contains(t, w.buf.String(), "msg=late")
 	require.NoError(t, q.Handler(slog.NewTextHandler(w, nil)).Handle(context.Background(), slog.NewRecord(time.Now(), slog.LevelInfo, "x", 0)))
 }
+
+// panicky is a handler that panics on records with message "boom" and
+// keeps the others.
+type panicky struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (p *panicky) Enabled(context.Context, slog.Level) bool { return true }
+func (p *panicky) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "boom" {
+		panic("the application's handler failed")
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.msgs = append(p.msgs, r.Message)
+	return nil
+}
+func (p *panicky) WithAttrs([]slog.Attr) slog.Handler { return p }
+func (p *panicky) WithGroup(string) slog.Handler      { return p }
+
+// A handler (the application's Options.Logger) that panics on a record
+// never takes the host process down from the queue's goroutine: the
+// record is lost, and the records after it are written.
+func TestPanickingHandlerNeverReachesTheHost(t *testing.T) {
+	t.Parallel()
+	h := &panicky{}
+	q := New(8)
+	log := slog.New(q.Handler(h))
+	log.Info("before")
+	log.Info("boom")
+	log.Info("after")
+	q.Close()
+	require.Equal(t, []string{"before", "after"}, h.msgs)
+}
