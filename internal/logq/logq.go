@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+
+	"github.com/trellis-pg/trellis/internal/safe"
 )
 
 // Queue is the shared state of a queued handler and its derivatives.
@@ -36,11 +38,13 @@ func New(size int) *Queue {
 func (q *Queue) run() {
 	defer close(q.done)
 	for it := range q.ch {
-		_ = it.h.Handle(context.Background(), it.r)
+		// The handler is the application's: a panic in it loses the
+		// record, never the host process.
+		_ = safe.Do(func() error { return it.h.Handle(context.Background(), it.r) })
 		if n := q.dropped.Swap(0); n > 0 {
 			r := slog.NewRecord(it.r.Time, slog.LevelWarn, "log records dropped: the log output fell behind", 0)
 			r.AddAttrs(slog.Int64("dropped", n))
-			_ = it.h.Handle(context.Background(), r)
+			_ = safe.Do(func() error { return it.h.Handle(context.Background(), r) })
 		}
 	}
 }
