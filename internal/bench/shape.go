@@ -69,10 +69,19 @@ const (
 	// s.customer_id AND c.region <> 'none') (a semi-join: every row has a
 	// match).
 	Semi = "semi"
+	// Union: the projection's source; TRANSFORM bench_tgt FROM bench_src
+	// SELECT id, v WHERE v >= 0 UNION ALL SELECT id, v FROM bench_src
+	// WHERE v < 0 (keyed by branch, id; every row is in the first branch,
+	// and a change recomputes its key in both).
+	Union = "union"
+	// UnionDistinct: the projection's source; the union shape's branches
+	// with UNION (keyed by the whole row, id and v; ids stay unique, so
+	// the benchmarks match rows by id).
+	UnionDistinct = "union_distinct"
 )
 
 // Shapes lists every shape; the first is the default.
-var Shapes = []string{Projection, GroupBy, Join, Quarantine, Having, Global, Derived, CTE, View, Window, TopK, DistinctOn, Join3, Semi}
+var Shapes = []string{Projection, GroupBy, Join, Quarantine, Having, Global, Derived, CTE, View, Window, TopK, DistinctOn, Join3, Semi, Union, UnionDistinct}
 
 const (
 	shapeGroups    = 10_000 // groups of the groupby shape
@@ -183,6 +192,20 @@ func shapeOf(name string) shape {
 			keys:       []string{"id"}, vals: []string{"v"},
 			pollKey: "id", pollVal: "v",
 		}
+	case Union:
+		return shape{
+			name:       Union,
+			definition: "SELECT 1::smallint AS branch, id, v FROM %[1]s WHERE v >= 0 UNION ALL SELECT 2::smallint, id, v FROM %[1]s WHERE v < 0",
+			keys:       []string{"branch", "id"}, vals: []string{"v"},
+			pollKey: "id", pollVal: "v",
+		}
+	case UnionDistinct:
+		return shape{
+			name:       UnionDistinct,
+			definition: "SELECT id, v FROM %[1]s WHERE v >= 0 UNION SELECT id, v FROM %[1]s WHERE v < 0",
+			keys:       []string{"id"}, vals: []string{"v"},
+			pollKey: "id", pollVal: "v",
+		}
 	case Quarantine:
 		return shape{
 			name:       Quarantine,
@@ -215,6 +238,10 @@ func (e *env) transform() string {
 		return fmt.Sprintf("TRANSFORM %s FROM %s s SELECT s.v AS v WHERE EXISTS (SELECT 1 FROM %s c WHERE c.id = s.customer_id AND c.region <> 'none')", tgt, src, cust)
 	case Quarantine:
 		return fmt.Sprintf("TRANSFORM %s FROM %s SELECT v AS v, 100 / d AS r", tgt, src)
+	case Union:
+		return fmt.Sprintf("TRANSFORM %s FROM %s SELECT id, v WHERE v >= 0 UNION ALL SELECT id, v FROM %s WHERE v < 0", tgt, src, src)
+	case UnionDistinct:
+		return fmt.Sprintf("TRANSFORM %s FROM %s SELECT id, v WHERE v >= 0 UNION SELECT id, v FROM %s WHERE v < 0", tgt, src, src)
 	case Having:
 		return fmt.Sprintf("TRANSFORM %s FROM %s SELECT grp, sum(v) AS total, count(*) AS n GROUP BY grp HAVING count(*) > 0", tgt, src)
 	case Global:
