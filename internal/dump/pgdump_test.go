@@ -144,3 +144,26 @@ func TestFindBinary(t *testing.T) {
 	_, err = FindBinary("no_such_program_here")
 	require.Equal(t, trellistype.CodeNotFound, errs.CodeOf(err))
 }
+
+// A password written anywhere in the connection string (the URL's user
+// part, its password parameter, or a key=value string's password, quoted
+// or not) reaches pg_dump through PGPASSWORD, never its command line.
+func TestStructureKeepsEveryPasswordOffTheCommandLine(t *testing.T) {
+	for _, tc := range []struct{ url, pw string }{
+		{"postgres://app:s3cret@db.example/app", "s3cret"},
+		{"postgres://app@db.example/app?sslmode=disable&password=s3cret", "s3cret"},
+		{"postgresql:///app?host=/tmp&password=s3%20cret&user=app", "s3 cret"},
+		{"host=db.example user=app password=s3cret dbname=app", "s3cret"},
+		{"host=db.example password = 'it\\'s s3cret' dbname=app", "it's s3cret"},
+	} {
+		bin, dir := fakePgDump(t, schemaDump, false)
+		_, err := Structure(context.Background(), Options{PgDump: bin, URL: tc.url, Schema: "trellis", Definitions: definitions("-- defs\n")})
+		require.NoError(t, err, tc.url)
+		args, err := os.ReadFile(filepath.Join(dir, "args"))
+		require.NoError(t, err)
+		require.NotContains(t, string(args), "cret", "%s: the password is on pg_dump's command line: %s", tc.url, args)
+		pw, err := os.ReadFile(filepath.Join(dir, "password"))
+		require.NoError(t, err)
+		require.Equal(t, tc.pw, string(pw), tc.url)
+	}
+}
