@@ -193,14 +193,25 @@ func splitPassword(conn string) (string, string) {
 		return splitKeywordPassword(conn)
 	}
 	u, err := url.Parse(conn)
-	if err != nil || u.User == nil {
+	if err != nil {
 		return conn, ""
 	}
-	pw, ok := u.User.Password()
-	if !ok {
+	var pw string
+	if u.User != nil {
+		if p, ok := u.User.Password(); ok {
+			pw = p
+			u.User = url.User(u.User.Username())
+		}
+	}
+	// libpq also reads a password parameter, which wins over the user part.
+	if q := u.Query(); q.Has("password") {
+		pw = q.Get("password")
+		q.Del("password")
+		u.RawQuery = q.Encode()
+	}
+	if pw == "" {
 		return conn, ""
 	}
-	u.User = url.User(u.User.Username())
 	return u.String(), pw
 }
 
