@@ -164,7 +164,10 @@ ORDER BY p.id LIMIT $2`
 // old and its new row), in pages not yet applied (each page's rows
 // are those committed in hi and not in lo, in its buckets; they committed
 // after the previous cut was taken) and those committed since the last
-// cut ($2 lists every bucket, for the (bucket, xid) index).
+// cut ($2 lists every bucket, for the (bucket, xid) index). The keys are
+// made distinct by a GROUP BY, which can hash them, not by count(DISTINCT),
+// which sorts them (arrays of text, by collation): on a backlog of 100,000
+// rows that was a second of the staging worker's every metrics sample.
 const sqlPendingWork = `
 WITH RECURSIVE reach (transform_id, source_id) AS (
     SELECT transform_id, source_id FROM %[1]s.transform_sources
@@ -176,21 +179,25 @@ WITH RECURSIVE reach (transform_id, source_id) AS (
     JOIN %[1]s.transform_sources ts ON ts.transform_id = u.id
 ),
 bysrc AS (
-    SELECT l.src, count(DISTINCT (l.xid, l.key)) AS n, min(coalesce(prev.cut_at, c.cut_at)) AS since
-    FROM %[1]s.pages p
-    JOIN %[1]s.cuts c ON c.n = p.cut
-    LEFT JOIN LATERAL (SELECT pc.cut_at FROM %[1]s.cuts pc WHERE pc.n < p.cut ORDER BY pc.n DESC LIMIT 1) prev ON true
-    JOIN %[1]s.ledger l ON l.bucket = ANY (p.buckets)
-        AND l.xid >= pg_snapshot_xmin(p.lo) AND l.xid < pg_snapshot_xmax(p.hi)
-        AND pg_visible_in_snapshot(l.xid, p.hi) AND NOT pg_visible_in_snapshot(l.xid, p.lo)
-    WHERE NOT p.done
-    GROUP BY l.src
+    SELECT src, count(*) AS n, min(since) AS since FROM (
+        SELECT l.src, min(coalesce(prev.cut_at, c.cut_at)) AS since
+        FROM %[1]s.pages p
+        JOIN %[1]s.cuts c ON c.n = p.cut
+        LEFT JOIN LATERAL (SELECT pc.cut_at FROM %[1]s.cuts pc WHERE pc.n < p.cut ORDER BY pc.n DESC LIMIT 1) prev ON true
+        JOIN %[1]s.ledger l ON l.bucket = ANY (p.buckets)
+            AND l.xid >= pg_snapshot_xmin(p.lo) AND l.xid < pg_snapshot_xmax(p.hi)
+            AND pg_visible_in_snapshot(l.xid, p.hi) AND NOT pg_visible_in_snapshot(l.xid, p.lo)
+        WHERE NOT p.done
+        GROUP BY l.src, l.xid, l.key) paged
+    GROUP BY src
     UNION ALL
-    SELECT l.src, count(DISTINCT (l.xid, l.key)), min(last.cut_at)
-    FROM (SELECT snap, cut_at FROM %[1]s.cuts ORDER BY n DESC LIMIT 1) last
-    JOIN %[1]s.ledger l ON l.bucket = ANY ($2::int[])
-        AND l.xid >= pg_snapshot_xmin(last.snap) AND NOT pg_visible_in_snapshot(l.xid, last.snap)
-    GROUP BY l.src
+    SELECT src, count(*), min(since) FROM (
+        SELECT l.src, min(last.cut_at) AS since
+        FROM (SELECT snap, cut_at FROM %[1]s.cuts ORDER BY n DESC LIMIT 1) last
+        JOIN %[1]s.ledger l ON l.bucket = ANY ($2::int[])
+            AND l.xid >= pg_snapshot_xmin(last.snap) AND NOT pg_visible_in_snapshot(l.xid, last.snap)
+        GROUP BY l.src, l.xid, l.key) uncut
+    GROUP BY src
 )
 SELECT t.id, t.target_schema, t.target_name, t.state, coalesce(sum(b.n), 0)::int8,
        coalesce((extract(epoch FROM clock_timestamp() - min(b.since)) * 1000000)::int8, 0)
