@@ -93,8 +93,8 @@ func TestCutSplitsCommittedRowsIntoPages(t *testing.T) {
 	f.appendRows(t, open, 1, 5, 1)
 
 	// Buckets 0 and 1 together exceed a page; 1 and 2 fit in one.
-	f.appendRows(t, f.pool, 1, 0, 3000)
-	f.appendRows(t, f.pool, 1, 1, 3000)
+	f.appendRows(t, f.pool, 1, 0, ledger.PageTarget*3/5)
+	f.appendRows(t, f.pool, 1, 1, ledger.PageTarget*3/5)
 	f.appendRows(t, f.pool, 2, 2, 10)
 	n, err = f.l.Cut(f.ctx, true)
 	require.NoError(t, err)
