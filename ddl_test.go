@@ -37,7 +37,7 @@ func TestWritesSurviveEveryDDLInTheirTransaction(t *testing.T) {
 		{name: "grouped column retyped", src: "src",
 			ddl:    []string{`ALTER TABLE src ALTER COLUMN g TYPE text`, `UPDATE src SET g = '3' WHERE id = 2`},
 			writes: []string{`UPDATE src SET v = 9`, `INSERT INTO src VALUES (101, '2', 2)`},
-			paused: map[string]string{"by_g": "integer and text"},
+			paused: map[string]string{"by_g": "column g of public.src is text, not integer"},
 			undo:   []string{`ALTER TABLE src ALTER COLUMN g TYPE int USING g::int`}},
 		{name: "table renamed", src: "src2",
 			ddl:    []string{`ALTER TABLE src RENAME TO src2`, `UPDATE src2 SET v = 8 WHERE id = 2`},
