@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/trellis-pg/trellis/internal/backoff"
+	"github.com/trellis-pg/trellis/internal/capture"
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/ledger"
 	"github.com/trellis-pg/trellis/internal/locks"
@@ -281,6 +282,8 @@ func (w *Worker) halt(ctx context.Context, cause error) bool {
 	case pgerr.InClass(pe.Code, pgerrcode.SyntaxErrorOrAccessRuleViolation):
 		if drift := w.targetDrift(ctx, te.t); drift != "" {
 			msg = fmt.Sprintf("applying changes to %s stopped: %s; the target was changed outside Trellis (%s): undo that, or DROP TRANSFORM and define it again, then RESUME", te.t.Target, pe.Message, drift)
+		} else if retyped := w.sourceRetyped(ctx, te.t); retyped != "" {
+			msg = fmt.Sprintf("applying changes to %s stopped: the statement Trellis runs for the definition failed: %s (SQLSTATE %s); %s since the definition: change it back (ALTER TABLE ... ALTER COLUMN ... TYPE), or DROP TRANSFORM and define it again, then RESUME", te.t.Target, pe.Message, pe.Code, retyped)
 		} else {
 			msg = fmt.Sprintf("applying changes to %s stopped: the statement Trellis runs for the definition failed: %s (SQLSTATE %s; the target is as Trellis made it). Fix what the error names (a source column, a function or type the definition uses), then RESUME", te.t.Target, pe.Message, pe.Code)
 		}
@@ -309,6 +312,46 @@ func (w *Worker) pause(ctx context.Context, t *catalog.Transform, msg string) bo
 	w.e.Logger.Error("applying halted on a transform; it is paused until RESUME", "target", t.Target.String(), "error", msg)
 	w.e.Metrics.CaptureFailures(trellistype.CaptureFailureHalt, 1)
 	return true
+}
+
+// sourceRetyped names the columns t's definition reads (its keys, GROUP
+// BY and JOIN columns, which the source records with their types) that
+// have another type now, or "" when none has (or they cannot be read).
+func (w *Worker) sourceRetyped(ctx context.Context, t *catalog.Transform) string {
+	reads := map[string]bool{}
+	add := func(src plan.Source, cols ...[]string) {
+		for _, cs := range cols {
+			for _, c := range cs {
+				reads[src.Schema+"."+src.Table+"\x1f"+c] = true
+			}
+		}
+	}
+	add(t.Spec.Source, t.Spec.Source.KeyCols, t.Spec.Source.Needs, t.Spec.Source.Reads, t.Spec.Reads)
+	for _, j := range t.Spec.JoinList() {
+		add(j.Source, j.Source.KeyCols, j.Source.Needs, j.Source.Reads)
+	}
+	for _, sj := range t.Spec.Semis {
+		add(sj.Source, sj.Source.KeyCols, sj.Source.Needs, sj.Source.Reads)
+	}
+	rows, err := w.e.Pool.Query(ctx, w.e.Cat.SQL(sqlSourceRetyped), t.ID, capture.UnrecordedMark())
+	if err != nil {
+		return ""
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var table, col, now, was string
+		if rows.Scan(&table, &col, &now, &was) != nil {
+			return ""
+		}
+		if reads[table+"\x1f"+col] {
+			out = append(out, fmt.Sprintf("column %s of %s is %s, not %s", col, table, now, was))
+		}
+	}
+	if rows.Err() != nil {
+		return ""
+	}
+	return strings.Join(out, ", ")
 }
 
 // targetDrift says how a transform's target differs from what its
