@@ -134,6 +134,11 @@ func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error 
 		return errs.New(trellistype.CodeValidation,
 			"%s cannot be read by a transform: an aggregate without GROUP BY has one row and no key column; read its sources instead", up.Target)
 	}
+	if pl.Full() {
+		return errs.New(trellistype.CodeValidation,
+			"%s cannot be read by a transform: it is a FULL JOIN, whose key (%s) is NULL on either side for rows without a match",
+			up.Target, strings.Join(keys, ", "))
+	}
 	if pl.Kind() == plan.KindJoin && slices.ContainsFunc(up.Spec.JoinList(), func(j *plan.Join) bool { return j.Left }) {
 		return errs.New(trellistype.CodeValidation,
 			"%s cannot be read by a transform: it is a LEFT JOIN, whose key (%s) is NULL on the joined side for rows without a match",

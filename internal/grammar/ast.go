@@ -29,7 +29,7 @@ type TableRef struct {
 	Alias string // "" when none was given
 }
 
-// JoinKind tells inner, left and right joins apart.
+// JoinKind tells inner, left, right and full joins apart.
 type JoinKind string
 
 // Join kinds. A RIGHT JOIN of the first two tables is parsed as the LEFT
@@ -39,6 +39,8 @@ const (
 	JoinInner JoinKind = "inner"
 	JoinLeft  JoinKind = "left"
 	JoinRight JoinKind = "right"
+	// JoinFull is FULL [OUTER] JOIN, of two tables on equalities.
+	JoinFull JoinKind = "full"
 )
 
 // ColumnRef is a column reference as written: an optional qualifier (table

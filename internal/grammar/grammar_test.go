@@ -232,6 +232,11 @@ func TestParseTransformVariants(t *testing.T) {
 			require.Equal(t, Name{Name: "b"}, tr.From.Table)
 			require.Equal(t, []ColumnRef{col("b", "k")}, tr.Select[0].Columns)
 		}},
+		{"FULL JOIN of two tables", "TRANSFORM t FROM a FULL OUTER JOIN b ON b.x = a.x SELECT a.n, b.m", func(t *testing.T, tr *Transform) {
+			require.False(t, tr.Swapped)
+			require.Equal(t, Name{Name: "a"}, tr.From.Table)
+			require.Equal(t, []Join{{Kind: JoinFull, Table: TableRef{Table: Name{Name: "b"}}, On: []JoinCond{{Left: col("b", "x"), Right: col("a", "x")}}}}, tr.Joins)
+		}},
 		{"63-byte identifier", "TRANSFORM t FROM s SELECT a AS " + strings.Repeat("x", 63), func(t *testing.T, tr *Transform) {
 			require.Equal(t, strings.Repeat("x", 63), tr.Select[0].Name)
 		}},
@@ -347,7 +352,10 @@ func TestParseErrors(t *testing.T) {
 		{"JOIN without ON", "TRANSFORM t FROM a JOIN b SELECT a.x AS x", Syntax, 1, 27, "SELECT", "expected ON"},
 		{"ON without condition", "TRANSFORM t FROM a JOIN b ON SELECT a.x AS x", Syntax, 1, 30, "SELECT", "expected a join condition"},
 		{"NATURAL JOIN", "TRANSFORM t FROM a NATURAL JOIN b SELECT a.x AS x", Invalid, 1, 20, "NATURAL", "only INNER and LEFT joins"},
-		{"FULL OUTER JOIN after a join", "TRANSFORM t FROM a JOIN b ON a.x = b.x FULL OUTER JOIN c ON c.x = a.x SELECT a.x AS x", Invalid, 1, 40, "FULL", "only INNER and LEFT joins"},
+		{"FULL OUTER JOIN after a join", "TRANSFORM t FROM a JOIN b ON a.x = b.x FULL OUTER JOIN c ON c.x = a.x SELECT a.x AS x", Invalid, 1, 40, "FULL", "a FULL JOIN is supported between two tables only"},
+		{"join after a FULL JOIN", "TRANSFORM t FROM a FULL JOIN b ON a.x = b.x JOIN c ON c.x = a.x SELECT a.x AS x", Invalid, 1, 45, "JOIN", "a FULL JOIN is supported between two tables only"},
+		{"FULL JOIN USING", "TRANSFORM t FROM a FULL JOIN b USING (x) SELECT x", Invalid, 1, 32, "USING", "coalesce(a.x, b.x)"},
+		{"FULL OUTER without JOIN", "TRANSFORM t FROM a FULL OUTER b ON a.x = b.x SELECT x", Syntax, 1, 31, "b", "expected JOIN after FULL OUTER"},
 		{"reserved word as table", "TRANSFORM select FROM s SELECT a AS b", Syntax, 1, 11, "select", "reserved word"},
 		{"too many name parts", "DROP TRANSFORM a.b.c", Syntax, 1, 19, ".", "too many dotted parts"},
 		{"too many address parts", "PAUSE TRANSFORM a.b.c.d", Syntax, 1, 22, ".", "too many dotted parts"},

@@ -539,8 +539,15 @@ func (p *stmtParser) joinKind() (JoinKind, bool, *Error) {
 		}
 		p.pos += 3
 		return JoinRight, true, nil
-	case p.is(i, "full"):
-		return "", false, p.errAt(Invalid, i, "FULL JOIN is not supported (only INNER and LEFT joins are)")
+	case p.is(i, "full") && p.is(i+1, "join"):
+		p.pos += 2
+		return JoinFull, true, nil
+	case p.is(i, "full") && p.is(i+1, "outer"):
+		if !p.is(i+2, "join") {
+			return "", false, p.errAt(Syntax, i+2, "expected JOIN after FULL OUTER")
+		}
+		p.pos += 3
+		return JoinFull, true, nil
 	case p.is(i, "cross"):
 		return "", false, p.errAt(Invalid, i, "CROSS JOIN is not supported (only INNER and LEFT joins on equalities are): write JOIN ... ON a.x = b.y")
 	case p.is(i, "natural"):
@@ -592,12 +599,18 @@ func (p *stmtParser) transform() (Statement, *Error) {
 		if !ok {
 			break
 		}
+		if kind == JoinFull && len(t.Joins) > 0 || len(t.Joins) > 0 && t.Joins[0].Kind == JoinFull {
+			return nil, p.errAt(Invalid, at, "a FULL JOIN is supported between two tables only (FROM a FULL JOIN b ON ...), with no other table joined: join the other tables with INNER and LEFT joins")
+		}
 		if kind == JoinRight && len(t.Joins) > 0 {
 			return nil, p.errAt(Invalid, at, "RIGHT JOIN after the second table is not supported (it would keep every row of the tables before it optional): write its table first and LEFT JOIN the others, or define the join of the tables before it as a transform and LEFT JOIN its target")
 		}
 		j := Join{Kind: kind}
 		if j.Table, e = p.sourceRef("the table name after JOIN", len(t.Joins)+1); e != nil {
 			return nil, e
+		}
+		if p.is(p.pos, "using") && kind == JoinFull {
+			return nil, p.errAt(Invalid, p.pos, "FULL JOIN ... USING is not supported (its merged column is coalesce(a.x, b.x)): write ON a.x = b.x and select coalesce(a.x, b.x) AS x")
 		}
 		if p.is(p.pos, "using") {
 			p.pos++

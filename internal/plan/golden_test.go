@@ -134,6 +134,20 @@ var goldenCases = []goldenCase{
 		types: map[string]string{"id": "bigint", "price": "numeric", "line": "integer", "note": "text"},
 	},
 	{
+		name: "join_full",
+		stmt: "TRANSFORM reach FROM orders o FULL JOIN customers c ON c.id = o.customer_id SELECT o.id, c.name, o.price",
+		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...),
+			table("public", "customers", "c", []string{"id"}, customers...)},
+		types: map[string]string{"id": "bigint", "c_id": "bigint", "name": "text", "price": "numeric"},
+	},
+	{
+		name: "join_right",
+		stmt: "TRANSFORM reach FROM orders o RIGHT JOIN customers c ON c.id = o.customer_id SELECT o.id AS order_id, c.name, o.price",
+		tables: []*Table{table("public", "customers", "c", []string{"id"}, customers...),
+			table("public", "orders", "o", []string{"id"}, orders...)},
+		types: map[string]string{"c_id": "bigint", "order_id": "bigint", "name": "text", "price": "numeric"},
+	},
+	{
 		name:   "distinct",
 		stmt:   "TRANSFORM pairs FROM orders SELECT DISTINCT region, lower(status), 'x' AS tag",
 		tables: []*Table{table("public", "orders", "", []string{"id"}, orders...)},

@@ -15,9 +15,10 @@ import (
 // unit (the FROM table's key for a join, the grouped table for an
 // aggregate), through the tables between them as they are now.
 
-// Multi reports whether the definition joins three or more tables, or has
-// a semi- or anti-join: its affected keys come from AffectedAt.
-func (p *Plan) Multi() bool { return len(p.Spec.Joins) > 0 || len(p.Spec.Semis) > 0 }
+// Multi reports whether the definition joins three or more tables, has a
+// semi- or anti-join, or is a FULL JOIN: its affected keys come from
+// AffectedAt.
+func (p *Plan) Multi() bool { return len(p.Spec.Joins) > 0 || len(p.Spec.Semis) > 0 || p.Full() }
 
 // sourceAt is the table at a position (0 the FROM table).
 func (p *Plan) sourceAt(pos int) Source { return p.Spec.Sources()[pos] }
@@ -131,6 +132,9 @@ func (p *Plan) unitAt() (int, []string) {
 func (p *Plan) AffectedAt(c Changes, pos, buckets int) string {
 	if p.Spec.Global {
 		return p.AffectedGroups(c, false, buckets)
+	}
+	if p.Full() {
+		return p.fullAffected(c, pos, buckets)
 	}
 	at, exprs := p.unitAt()
 	if pos == at && p.Kind() != KindAggregate {

@@ -232,7 +232,11 @@ type Source struct {
 
 // Join is the joined side of a JOIN transform.
 type Join struct {
-	Left   bool     `json:"left,omitempty"`
+	Left bool `json:"left,omitempty"`
+	// Full is a FULL JOIN of two tables (Left is set too: the joined side
+	// may be missing): either side may be missing, and the unit of a
+	// target row is the key of the first table it holds (decision 0033).
+	Full   bool     `json:"full,omitempty"`
 	Source Source   `json:"source"`
 	On     []JoinOn `json:"on"`
 	// To is the position of the earlier table whose columns the ON

@@ -21,6 +21,10 @@ func (p *Plan) CheckUnit() (names, types []string) {
 	case KindProjection:
 		return p.Spec.Source.KeyCols, p.Spec.Source.KeyTypes
 	case KindJoin:
+		if p.Full() {
+			names, types, _, _ = p.fullUnit()
+			return names, types
+		}
 		n := len(p.Spec.Source.KeyCols)
 		for _, k := range p.Spec.Key[:n] {
 			names = append(names, k.Name)
@@ -39,8 +43,11 @@ func (p *Plan) keyTypes() []string {
 }
 
 // CheckPaged reports whether a check pages the target by ranges of the
-// FROM table's key (see BuildBound); an aggregate is checked in one page.
-func (p *Plan) CheckPaged() bool { return p.Kind() != KindAggregate && p.Kind() != KindWindow }
+// FROM table's key (see BuildBound); an aggregate, a window and a FULL
+// JOIN (whose rows need not hold a FROM key) are checked in one page.
+func (p *Plan) CheckPaged() bool {
+	return p.Kind() != KindAggregate && p.Kind() != KindWindow && !p.Full()
+}
 
 // CheckColumns are the columns a check compares: every column that is not
 // paused (a paused column keeps values nothing maintains).
@@ -162,6 +169,11 @@ func (p *Plan) CheckPage(hasLower, hasUpper bool) string {
 
 	var unitArrs, setArrs []string
 	for i := range unitNames {
+		if p.Full() {
+			unitArrs = append(unitArrs, p.fullUnitArr(i, func(i int) string { return fmt.Sprintf("j.trellis_k%d", i+1) }))
+			setArrs = append(setArrs, fmt.Sprintf("ARRAY[u%d]", i+1))
+			continue
+		}
 		unitArrs = append(unitArrs, fmt.Sprintf("ARRAY[j.trellis_k%d]", i+1))
 		setArrs = append(setArrs, fmt.Sprintf("ARRAY[u%d]", i+1))
 	}

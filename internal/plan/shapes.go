@@ -73,6 +73,9 @@ func (p *Plan) keyOps() []*Op {
 }
 
 func (p *Plan) joinWord() string {
+	if p.Spec.Join.Full {
+		return " FULL JOIN "
+	}
 	if p.Spec.Join.Left {
 		return " LEFT JOIN "
 	}
@@ -127,6 +130,8 @@ func (p *Plan) oneUnit() bool {
 // without PARTITION BY), a projection's key.
 func (p *Plan) KeyParams() int {
 	switch {
+	case p.Full():
+		return len(p.Spec.Source.KeyCols) + len(p.Spec.Join.Source.KeyCols)
 	case p.Kind() == KindJoin:
 		return len(p.Spec.Source.KeyCols)
 	case p.oneUnit():
@@ -269,6 +274,9 @@ func unnestTyped(start int, names, types []string) string {
 // of a join: one text[] parameter per FROM key column. One statement (see
 // shapeRecompute): only the rows that changed are written.
 func (p *Plan) RecomputeJoinKeys() []string {
+	if p.Full() {
+		return p.recomputeFullKeys()
+	}
 	src := p.Spec.Source
 	keys, query := p.joinKeysParts()
 	// The target's columns that hold the FROM side's key.
@@ -292,6 +300,9 @@ func (p *Plan) RecomputeJoinKeys() []string {
 // joinKeysParts are the keys CTE of a join's keyed recompute and the
 // definition's query for those keys.
 func (p *Plan) joinKeysParts() (keys, query string) {
+	if p.Full() {
+		return p.fullKeysParts()
+	}
 	src := p.Spec.Source
 	keys = "k AS (" + unnestTyped(1, src.KeyCols, src.KeyTypes) + ")"
 	cond := inQuery(p.srcKey(), "SELECT "+ident.List(src.KeyCols)+" FROM k", src.KeyOps)
@@ -638,6 +649,9 @@ func (p *Plan) AffectedGroups(c Changes, joinedSide bool, buckets int) string {
 // (before its WHERE, which may be what fails). A build on which a row fails
 // is re-derived key by key from this list.
 func (p *Plan) ShapeKeys() string {
+	if p.Full() {
+		return p.fullShapeKeys()
+	}
 	if p.Kind() == KindJoin {
 		var cols []string
 		for _, k := range p.srcKey() {

@@ -62,7 +62,7 @@ func affectedMulti(ctx context.Context, q catalog.Querier, t *catalog.Transform,
 		if side.ID != src {
 			continue
 		}
-		if pos == 0 && pl.Kind() != plan.KindAggregate {
+		if pos == 0 && pl.Kind() != plan.KindAggregate && !pl.Full() {
 			for _, c := range changes {
 				add(Ptrs(c.Key), c.Bucket)
 			}

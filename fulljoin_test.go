@@ -1,0 +1,174 @@
+package trellis_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/trellis-pg/trellis"
+)
+
+// fullJoins are FULL JOINs of two tables (many to many through a column
+// that is neither table's key, one to one on a key, with a filter, and
+// keyed by a composite key), each with the fresh recompute it must equal.
+var fullJoins = []struct{ stmt, target, recompute string }{
+	{`TRANSFORM fj_pairs FROM lefts l FULL JOIN rights r ON r.g = l.g SELECT l.id AS lid, r.id AS rid, l.v, r.w, coalesce(l.g, r.g) AS g`,
+		"fj_pairs", `SELECT l.id AS lid, r.id AS rid, l.v, r.w, coalesce(l.g, r.g) AS g FROM lefts l FULL JOIN rights r ON r.g = l.g`},
+	{`TRANSFORM fj_one FROM lefts l FULL OUTER JOIN rights r ON r.id = l.id SELECT l.v, r.w`,
+		"fj_one", `SELECT l.id AS l_id, r.id AS r_id, l.v, r.w FROM lefts l FULL JOIN rights r ON r.id = l.id`},
+	{`TRANSFORM fj_filtered FROM rights r FULL JOIN lefts l ON l.g = r.g AND l.h = r.h SELECT r.id, l.id AS lid, r.w * 2 AS w2 WHERE l.v IS DISTINCT FROM 3`,
+		"fj_filtered", `SELECT r.id, l.id AS lid, r.w * 2 AS w2 FROM rights r FULL JOIN lefts l ON l.g = r.g AND l.h = r.h WHERE l.v IS DISTINCT FROM 3`},
+	{`TRANSFORM fj_notes FROM lefts l FULL JOIN notes n ON n.lid = l.id SELECT l.v, n.note`,
+		"fj_notes", `SELECT l.id AS l_id, n.lid AS n_lid, n.line AS n_line, l.v, n.note FROM lefts l FULL JOIN notes n ON n.lid = l.id`},
+}
+
+func createFullJoinSources(e *env) {
+	e.exec(`CREATE TABLE lefts (id int PRIMARY KEY, g int, h int, v int)`)
+	e.exec(`CREATE TABLE rights (id int PRIMARY KEY, g int, h int, w int)`)
+	e.exec(`CREATE TABLE notes (lid int, line int, note text, PRIMARY KEY (lid, line))`)
+	e.exec(`INSERT INTO lefts SELECT i, i % 13, i % 3, i % 7 FROM generate_series(1, 120) i`)
+	e.exec(`INSERT INTO rights SELECT i, i % 17, i % 2, i FROM generate_series(60, 180) i`)
+	e.exec(`INSERT INTO notes SELECT 100 + i / 3, i % 3, 'n' || i FROM generate_series(1, 90) i`)
+}
+
+// writeFullJoinSources changes the three tables at random (join columns
+// too, to NULL at times), several in one transaction, until stop closes.
+func writeFullJoinSources(ctx context.Context, pool *pgxpool.Pool, seed uint64, stop <-chan struct{}, writes *atomic.Int64) error {
+	r := rand.New(rand.NewPCG(seed, seed*5+3))
+	nullable := func(n int) any {
+		if r.IntN(10) == 0 {
+			return nil
+		}
+		return r.IntN(n)
+	}
+	for {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			for n := 1 + r.IntN(3); n > 0; n-- {
+				var q string
+				var args []any
+				switch r.IntN(11) {
+				case 0:
+					q, args = `INSERT INTO lefts VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v`, []any{r.IntN(200), nullable(20), r.IntN(3), nullable(8)}
+				case 1:
+					q, args = `UPDATE lefts SET g = $2, h = $3 WHERE id = $1`, []any{r.IntN(200), nullable(20), r.IntN(3)}
+				case 2:
+					q, args = `DELETE FROM lefts WHERE id = $1`, []any{r.IntN(200)}
+				case 3:
+					q, args = `UPDATE lefts SET id = $2 WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM lefts WHERE id = $2)`, []any{r.IntN(200), r.IntN(200)}
+				case 4:
+					q, args = `INSERT INTO rights VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO UPDATE SET w = EXCLUDED.w`, []any{r.IntN(200), nullable(20), r.IntN(2), r.IntN(100)}
+				case 5:
+					q, args = `UPDATE rights SET g = $2 WHERE id = $1`, []any{r.IntN(200), nullable(20)}
+				case 6:
+					q, args = `DELETE FROM rights WHERE id = $1`, []any{r.IntN(200)}
+				case 7:
+					q, args = `UPDATE rights SET id = $2 WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM rights WHERE id = $2)`, []any{r.IntN(200), r.IntN(200)}
+				case 8:
+					q, args = `INSERT INTO notes VALUES ($1, $2, 'x') ON CONFLICT DO NOTHING`, []any{r.IntN(200), r.IntN(4)}
+				case 9:
+					q, args = `UPDATE notes SET lid = $2 WHERE lid = $1 AND line = 1 AND NOT EXISTS (SELECT 1 FROM notes WHERE lid = $2 AND line = 1)`, []any{r.IntN(200), r.IntN(200)}
+				case 10:
+					q, args = `DELETE FROM notes WHERE lid = $1`, []any{r.IntN(200)}
+				}
+				if _, err := tx.Exec(ctx, q, args...); err != nil {
+					return err
+				}
+			}
+			if r.IntN(12) == 0 {
+				return errRollback
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errRollback) && ctx.Err() == nil && !isExpectedWriteConflict(err) {
+			return err
+		}
+		writes.Add(1)
+	}
+}
+
+// TestFullJoinsConverge maintains FULL JOINs while writers change both
+// tables at once (rows gaining and losing partners, join columns going
+// NULL, keys moving), with two clients' drain workers; every target then
+// equals a fresh recompute, both ways, and a self-check finds nothing.
+func TestFullJoinsConverge(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	createFullJoinSources(e)
+	c := e.engine()
+	e.connect(trellis.Options{DrainWorkers: 2})
+	for _, d := range fullJoins {
+		_, err := c.Define(e.ctx, d.stmt)
+		require.NoError(t, err, d.stmt)
+	}
+	for _, d := range fullJoins {
+		e.waitState(c, d.target, trellis.StateLive)
+		e.assertMatches(d.target, d.recompute)
+	}
+	// Each ON's columns are looked up on both tables; both tables are
+	// the transform's sources.
+	st, err := c.Status(e.ctx, "fj_pairs")
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"public.lefts(g)", "public.rights(g)"}, gapNames(st.SourceIndexGaps))
+	require.ElementsMatch(t, []string{"public.lefts", "public.rights"}, st.Sources)
+	for _, d := range fullJoins {
+		e.fixIndexGaps(c, d.target)
+	}
+	for _, d := range fullJoins {
+		requireConsistent(t, d.target, e.selfCheck(c, d.target, trellis.SelfCheckStrict))
+	}
+
+	var writes atomic.Int64
+	quit := make(chan struct{})
+	errc := make(chan error, 4)
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errc <- writeFullJoinSources(e.ctx, e.db, uint64(90+i), quit, &writes)
+		}()
+	}
+	e.writesPast(&writes, 400)
+	close(quit)
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		require.NoError(t, err)
+	}
+	e.converge(c)
+	for _, d := range fullJoins {
+		e.assertMatches(d.target, d.recompute)
+		st, err := c.Status(e.ctx, d.target)
+		require.NoError(t, err)
+		require.Equal(t, trellis.StateLive, st.State, d.target)
+		require.Nil(t, st.DrainFailure, d.target)
+		requireConsistent(t, d.target, e.selfCheck(c, d.target, trellis.SelfCheckStrict))
+	}
+	t.Logf("%d write transactions", writes.Load())
+
+	// Both sides emptied, then refilled.
+	e.exec(`DELETE FROM lefts`)
+	e.converge(c)
+	for _, d := range fullJoins {
+		e.assertMatches(d.target, d.recompute)
+	}
+	e.exec(`TRUNCATE rights`)
+	e.exec(`INSERT INTO lefts SELECT i, i % 5, i % 3, i FROM generate_series(1, 30) i`)
+	e.exec(`INSERT INTO rights SELECT i, i % 4, i % 2, i FROM generate_series(20, 40) i`)
+	e.converge(c)
+	for _, d := range fullJoins {
+		e.assertMatches(d.target, d.recompute)
+	}
+}

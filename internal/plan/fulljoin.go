@@ -1,0 +1,186 @@
+package plan
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/trellis-pg/trellis/internal/ident"
+)
+
+// A FULL JOIN of two tables (decision 0033) may leave out either side, so
+// no one table's key is in every target row. Its unit is the key of the
+// first table a row holds: the FROM table's key when the row has a FROM
+// row (the joined key part NULL), else the joined table's key (the FROM
+// part NULL). Units so split the target's rows, as a LEFT JOIN's FROM keys
+// do, and both parts lead the target's key.
+
+// Full reports whether the definition is a FULL JOIN.
+func (p *Plan) Full() bool { return p.Spec.Join != nil && p.Spec.Join.Full }
+
+// fullUnit are the target's key columns that make a FULL JOIN's unit (the
+// FROM table's, then the joined table's), their types and operators, and
+// how many are the FROM table's.
+func (p *Plan) fullUnit() (names, types []string, ops []*Op, nFrom int) {
+	src, j := p.Spec.Source, p.Spec.Join.Source
+	nFrom = len(src.KeyCols)
+	for _, k := range p.Spec.Key[:nFrom+len(j.KeyCols)] {
+		names = append(names, k.Name)
+	}
+	types = append(append([]string(nil), src.KeyTypes...), j.KeyTypes...)
+	for i := range src.KeyCols {
+		ops = append(ops, opAt(src.KeyOps, i))
+	}
+	for i := range j.KeyCols {
+		ops = append(ops, opAt(j.KeyOps, i))
+	}
+	return names, types, ops, nFrom
+}
+
+// joinedKey is the joined table's key columns qualified by its alias.
+func (p *Plan) joinedKey() []string {
+	j := p.Spec.Join.Source
+	out := make([]string, len(j.KeyCols))
+	for i, k := range j.KeyCols {
+		out[i] = ident.Quote(aliasOf(j)) + "." + ident.Quote(k)
+	}
+	return out
+}
+
+// fullParams are the names of a FULL JOIN's unit columns in the keys CTE.
+func (p *Plan) fullParams() []string {
+	_, types, _, nFrom := p.fullUnit()
+	out := make([]string, len(types))
+	for i := range out {
+		if i < nFrom {
+			out[i] = fmt.Sprintf("trellis_a%d", i+1)
+		} else {
+			out[i] = fmt.Sprintf("trellis_b%d", i-nFrom+1)
+		}
+	}
+	return out
+}
+
+// fullKeysParts are the keys CTE of a FULL JOIN's keyed recompute and the
+// definition's query for those units: the rows holding one of the FROM
+// keys, and the rows without a FROM row holding one of the joined keys.
+// Each part is a join PostgreSQL reduces to a LEFT JOIN from the table
+// whose key it looks up.
+func (p *Plan) fullKeysParts() (keys, query string) {
+	_, types, ops, nFrom := p.fullUnit()
+	params := p.fullParams()
+	keys = "k AS (" + unnestTyped(1, params, types) + ")"
+	first := ident.Quote(params[0])
+	fromUnits := inQuery(p.srcKey(), "SELECT "+ident.List(params[:nFrom])+" FROM k WHERE "+first+" IS NOT NULL", ops[:nFrom])
+	joinedUnits := p.srcKey()[0] + " IS NULL AND " +
+		inQuery(p.joinedKey(), "SELECT "+ident.List(params[nFrom:])+" FROM k WHERE "+first+" IS NULL", ops[nFrom:])
+	return keys, p.shapeQuery(fromUnits) + " UNION ALL " + p.shapeQuery(joinedUnits)
+}
+
+// recomputeFullKeys re-derives the target rows of a set of FULL JOIN
+// units: one text[] parameter per unit column. Three statements: the
+// rows of the FROM keys are deleted, then those of the joined keys
+// without a FROM row, then what the definition yields for the units is
+// inserted.
+func (p *Plan) recomputeFullKeys() []string {
+	names, types, ops, nFrom := p.fullUnit()
+	params := p.fullParams()
+	keys, query := p.fullKeysParts()
+	del := func(from, to int, cond string) string {
+		filter := p.unitFilter(from == 0)
+		if to-from == 1 && !isArrayType(types[from]) {
+			// An array the planner cannot size keeps it on the target's
+			// key index (as a join's keyed recompute does).
+			o := ops[from]
+			return fmt.Sprintf("WITH %s DELETE FROM %s AS t WHERE %s%s", keys, p.Target.Quoted(), cond,
+				anyOf("t."+ident.Quote(names[from]), "ARRAY(SELECT "+o.side("k."+ident.Quote(params[from]))+" FROM k WHERE "+filter+")", o))
+		}
+		var match []string
+		for i := from; i < to; i++ {
+			match = append(match, cmp("t."+ident.Quote(names[i]), "=", "k."+ident.Quote(params[i]), ops[i]))
+		}
+		return fmt.Sprintf("WITH %s DELETE FROM %s AS t USING k WHERE %s%s AND %s", keys, p.Target.Quoted(), cond,
+			filter, strings.Join(match, " AND "))
+	}
+	noFrom := "t." + ident.Quote(names[0]) + " IS NULL AND "
+	ins := fmt.Sprintf("WITH %s INSERT INTO %s (%s) %s", keys, p.Target.Quoted(), ident.List(p.columnNamesShape()), query)
+	return []string{del(0, nFrom, ""), del(nFrom, len(names), noFrom), ins}
+}
+
+// unitFilter selects, in the keys CTE k, the units of FROM keys (fromSide)
+// or those of joined keys.
+func (p *Plan) unitFilter(fromSide bool) string {
+	c := "k." + ident.Quote(p.fullParams()[0])
+	if fromSide {
+		return c + " IS NOT NULL"
+	}
+	return c + " IS NULL"
+}
+
+// fullAffected finds the units of a FULL JOIN that changes of the table
+// at pos (0 the FROM table, 1 the joined one) touch: the changed rows'
+// own keys (the rows holding them, and the row holding one without the
+// other side), and the other table's keys that match the changed rows'
+// old or current ON values, as they are now (those rows gain or lose a
+// partner, and the row holding one without a partner comes or goes).
+// Returns the units as text and their bucket.
+func (p *Plan) fullAffected(c Changes, pos, buckets int) string {
+	_, types, _, nFrom := p.fullUnit()
+	nulls := func(from, to int) []string {
+		var out []string
+		for i := from; i < to; i++ {
+			out = append(out, "NULL::"+types[i])
+		}
+		return out
+	}
+	var own []string
+	for i, t := range c.Source.KeyTypes {
+		own = append(own, fmt.Sprintf("k%d::%s", i+1, t))
+	}
+	other := 1 - pos
+	otherKey := p.joinedKey()
+	if other == 0 {
+		otherKey = p.srcKey()
+	}
+	var ownSel, otherSel []string
+	if pos == 0 {
+		ownSel = append(own, nulls(nFrom, len(types))...)
+		otherSel = append(nulls(0, nFrom), otherKey...)
+	} else {
+		ownSel = append(nulls(0, nFrom), own...)
+		otherSel = append(otherKey, nulls(nFrom, len(types))...)
+	}
+	parts := []string{
+		"SELECT " + strings.Join(ownSel, ", ") + " FROM chg",
+		fmt.Sprintf("SELECT %s FROM %s JOIN %s ON %s", strings.Join(otherSel, ", "), p.images(c, pos), p.tableAs(other), p.edgeOn(0, 1)),
+	}
+	cols := make([]string, len(types))
+	for i := range cols {
+		cols[i] = fmt.Sprintf("g%d", i+1)
+	}
+	return fmt.Sprintf("WITH %s SELECT DISTINCT %s FROM (%s) AS grp(%s)", c.cte(), textWithBucket(cols, buckets), strings.Join(parts, " UNION "), strings.Join(cols, ", "))
+}
+
+// fullShapeKeys lists, as text, every unit a FULL JOIN's target can have
+// from its tables' current rows.
+func (p *Plan) fullShapeKeys() string {
+	var cols []string
+	src := p.srcKey()
+	for _, k := range src {
+		cols = append(cols, k+"::text")
+	}
+	for _, k := range p.joinedKey() {
+		cols = append(cols, "CASE WHEN "+src[0]+" IS NULL THEN "+k+"::text END")
+	}
+	return fmt.Sprintf("SELECT DISTINCT %s FROM %s", strings.Join(cols, ", "), p.fromClause())
+}
+
+// fullUnitArr is the unit column i of a self-check's row, whose key
+// columns are ref(0), ref(1), ...: a joined key part is the unit's only
+// when the row has no FROM row.
+func (p *Plan) fullUnitArr(i int, ref func(int) string) string {
+	_, _, _, nFrom := p.fullUnit()
+	if i < nFrom {
+		return "ARRAY[" + ref(i) + "]"
+	}
+	return "ARRAY[CASE WHEN " + ref(0) + " IS NULL THEN " + ref(i) + " END]"
+}
