@@ -402,6 +402,11 @@ func (g *diffGen) def(i int, prior []diffDef) diffDef {
 			// the same join written as a RIGHT JOIN (the alt stream keeps
 			// the main one as it was)
 			from = fmt.Sprintf("%s b RIGHT JOIN %s a ON a.id = b.aid", g.q("b"), g.q("a"))
+		} else if join == "JOIN" && shape == "join" && g.alt.IntN(2) == 0 {
+			// a FULL JOIN: b's rows without an a (aid NULL or dangling)
+			// are kept too
+			join = "FULL JOIN"
+			from = fmt.Sprintf("%s a FULL JOIN %s b ON a.id = b.aid", g.q("a"), g.q("b"))
 		}
 		if shape == "join" {
 			items := append(g.projExprs("a")[:1], [2]string{"bw", "b.w"}, [2]string{"bl", "b.label"})
@@ -419,7 +424,7 @@ func (g *diffGen) def(i int, prior []diffDef) diffDef {
 			d.cols = append([]string{"a_id0", "b_id0"}, names...)
 			d.recompute = fmt.Sprintf("SELECT a.id, b.id, %s FROM %s%s", strings.Join(exprs, ", "), from, where(w))
 			d.kind = "join"
-			if join == "LEFT JOIN" {
+			if join != "JOIN" {
 				d.kind = "leftjoin"
 			}
 		} else {

@@ -172,3 +172,63 @@ func TestFullJoinsConverge(t *testing.T) {
 		e.assertMatches(d.target, d.recompute)
 	}
 }
+
+// A FULL JOIN's failing column is quarantined with samples of the units it
+// fails on (rows without a FROM row among them) while its healthy columns
+// stay exact; ALTER TRANSFORM adds and drops columns of either side; the
+// self-check finds the altered target consistent.
+func TestFullJoinQuarantineAlterDump(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	c := e.engine()
+	e.exec(`CREATE TABLE lefts (id int PRIMARY KEY, g int, v int)`)
+	e.exec(`CREATE TABLE rights (id int PRIMARY KEY, g int, w int)`)
+	e.exec(`INSERT INTO lefts SELECT i, i % 10, i FROM generate_series(1, 40) i`)
+	e.exec(`INSERT INTO rights SELECT i, i % 20, 1 + i % 3 FROM generate_series(1, 30) i`)
+	e.exec(`UPDATE rights SET w = 0 WHERE id IN (15, 16)`) // g 15 and 16: no lefts row matches
+	_, err := c.Define(e.ctx, `TRANSFORM fq FROM lefts l FULL JOIN rights r ON r.g = l.g SELECT l.v, r.w, 100 / r.w AS inv`)
+	require.NoError(t, err)
+	e.waitState(c, "fq", trellis.StateLive)
+	q, err := c.QuarantineStatus(e.ctx, "fq.inv")
+	require.NoError(t, err)
+	require.Equal(t, trellis.StatePaused, q.State)
+	require.Contains(t, q.Error, "division by zero")
+	page, err := c.SampleQuarantined(e.ctx, "fq.inv", trellis.SampleOptions{})
+	require.NoError(t, err)
+	require.Len(t, page.Samples, 2, "the two rights rows without a partner, each its own unit")
+	healthy := `SELECT l.id AS l_id, r.id AS r_id, l.v, r.w FROM lefts l FULL JOIN rights r ON r.g = l.g`
+	e.assertMatches("(SELECT l_id, r_id, v, w FROM fq) x", healthy)
+
+	// Writes on both sides reach the healthy columns.
+	e.exec(`UPDATE lefts SET g = 15 WHERE id = 1`) // rights 15 gains a partner
+	e.exec(`DELETE FROM rights WHERE id = 2`)
+	e.exec(`INSERT INTO lefts VALUES (100, NULL, 7)`)
+	e.converge(c)
+	e.assertMatches("(SELECT l_id, r_id, v, w FROM fq) x", healthy)
+
+	// Fixed and resumed, the target equals a fresh recompute.
+	e.exec(`UPDATE rights SET w = 5 WHERE w = 0`)
+	_, err = c.Apply(e.ctx, `RESUME TRANSFORM fq.inv`)
+	require.NoError(t, err)
+	e.waitState(c, "fq", trellis.StateLive)
+	e.converge(c)
+	e.assertMatches("fq", `SELECT l.id AS l_id, r.id AS r_id, l.v, r.w, 100 / r.w AS inv FROM lefts l FULL JOIN rights r ON r.g = l.g`)
+
+	_, err = c.Apply(e.ctx, `ALTER TRANSFORM fq ADD COLUMN coalesce(l.v, 0) + coalesce(r.w, 0) AS total`)
+	require.NoError(t, err)
+	_, err = c.Apply(e.ctx, `ALTER TRANSFORM fq DROP COLUMN w`)
+	require.NoError(t, err)
+	e.waitState(c, "fq", trellis.StateLive)
+	e.exec(`UPDATE rights SET g = 3 WHERE id % 4 = 0`)
+	e.exec(`DELETE FROM lefts WHERE id % 5 = 0`)
+	e.converge(c)
+	altered := `SELECT l.id AS l_id, r.id AS r_id, l.v, 100 / r.w AS inv, coalesce(l.v, 0) + coalesce(r.w, 0) AS total FROM lefts l FULL JOIN rights r ON r.g = l.g`
+	e.assertMatches("fq", altered)
+	e.fixIndexGaps(c, "fq")
+	requireConsistent(t, "fq", e.selfCheck(c, "fq", trellis.SelfCheckStrict))
+
+	// (TestDumpLoadsTransforms loads a FULL JOIN from a dump.)
+	dump, err := c.DumpDefinitionsSQL(e.ctx)
+	require.NoError(t, err)
+	require.Contains(t, dump, "FULL JOIN rights r ON r.g = l.g")
+}
