@@ -77,33 +77,30 @@ func (p *Plan) fullKeysParts() (keys, query string) {
 }
 
 // recomputeFullKeys re-derives the target rows of a set of FULL JOIN
-// units: one text[] parameter per unit column. Three statements: the
-// rows of the FROM keys are deleted, then those of the joined keys
-// without a FROM row, then what the definition yields for the units is
-// inserted.
+// units: one text[] parameter per unit column. One statement, as every
+// join's (shapeRecompute): the target's rows of the units are those of
+// the FROM keys, and those without a FROM row of the joined keys.
 func (p *Plan) recomputeFullKeys() []string {
 	names, types, ops, nFrom := p.fullUnit()
 	params := p.fullParams()
 	keys, query := p.fullKeysParts()
-	del := func(from, to int, cond string) string {
-		filter := p.unitFilter(from == 0)
+	part := func(from, to int, fromSide bool) string {
+		filter := p.unitFilter(fromSide)
 		if to-from == 1 && !isArrayType(types[from]) {
 			// An array the planner cannot size keeps it on the target's
 			// key index (as a join's keyed recompute does).
 			o := ops[from]
-			return fmt.Sprintf("WITH %s DELETE FROM %s AS t WHERE %s%s", keys, p.Target.Quoted(), cond,
-				anyOf("t."+ident.Quote(names[from]), "ARRAY(SELECT "+o.side("k."+ident.Quote(params[from]))+" FROM k WHERE "+filter+")", o))
+			return anyOf("t."+ident.Quote(names[from]), "ARRAY(SELECT "+o.side("k."+ident.Quote(params[from]))+" FROM k WHERE "+filter+")", o)
 		}
-		var match []string
+		var tk, kk []string
 		for i := from; i < to; i++ {
-			match = append(match, cmp("t."+ident.Quote(names[i]), "=", "k."+ident.Quote(params[i]), ops[i]))
+			tk = append(tk, "t."+ident.Quote(names[i]))
+			kk = append(kk, "k."+ident.Quote(params[i]))
 		}
-		return fmt.Sprintf("WITH %s DELETE FROM %s AS t USING k WHERE %s%s AND %s", keys, p.Target.Quoted(), cond,
-			filter, strings.Join(match, " AND "))
+		return inQuery(tk, "SELECT "+strings.Join(kk, ", ")+" FROM k WHERE "+filter, ops[from:to])
 	}
-	noFrom := "t." + ident.Quote(names[0]) + " IS NULL AND "
-	ins := fmt.Sprintf("WITH %s INSERT INTO %s (%s) %s", keys, p.Target.Quoted(), ident.List(p.columnNamesShape()), query)
-	return []string{del(0, nFrom, ""), del(nFrom, len(names), noFrom), ins}
+	unit := "(" + part(0, nFrom, true) + " OR (t." + ident.Quote(names[0]) + " IS NULL AND " + part(nFrom, len(names), false) + "))"
+	return []string{p.shapeRecompute(keys, query, unit, false)}
 }
 
 // unitFilter selects, in the keys CTE k, the units of FROM keys (fromSide)

@@ -361,11 +361,11 @@ func (p *Plan) shapeRecompute(pre, query, unit string, withNulls bool) string {
 // keyNullable says whether the target's key column i can hold NULL among
 // the rows of a keyed recompute: a joined table's key under a LEFT JOIN,
 // an aggregate's or window's group when the keys include a NULL group. The
-// FROM table's key is never NULL.
+// FROM table's key is never NULL, but under a FULL JOIN.
 func (p *Plan) keyNullable(i int, withNulls bool) bool {
 	if p.Kind() == KindJoin {
 		if i < len(p.Spec.Source.KeyCols) {
-			return false
+			return p.Full()
 		}
 		for _, j := range p.Spec.JoinList() {
 			if j.Left {
