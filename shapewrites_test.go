@@ -103,6 +103,15 @@ func TestShapesWriteOnlyChangedRows(t *testing.T) {
 	require.NotEqual(t, win["{1,1}"], afterW["{1,1}"], "row 1's v changed")
 	require.NotEqual(t, win["{2,6}"], afterW["{2,6}"], "group 2's sum changed")
 
+	// A page without a NULL group: group 2 goes, group 1 stays as it was.
+	e.exec(`DELETE FROM wo_items WHERE grp = 2`)
+	e.exec(`UPDATE wo_items SET note = 'y' WHERE grp = 1`)
+	e.converge(c)
+	e.assertIdentical("SELECT grp, total, n FROM wo_sums", "SELECT grp, sum(v), count(*) FROM wo_items GROUP BY grp")
+	last := e.locations("wo_sums", "grp")
+	require.NotContains(t, last, "2", "group 2 has no rows left")
+	require.Equal(t, sums["1"], last["1"], "group 1's aggregates did not change: its row is not rewritten")
+
 	requireConsistent(t, "wo_sums", e.selfCheck(c, "wo_sums", trellis.SelfCheckStandard))
 	requireConsistent(t, "wo_labeled", e.selfCheck(c, "wo_labeled", trellis.SelfCheckStandard))
 }

@@ -353,9 +353,31 @@ func (p *Plan) shapeRecompute(pre, query, unit string, withNulls bool) string {
 		anti += " WHERE " + strings.Join(match, " AND ")
 	}
 	anti += ")"
-	del := fmt.Sprintf("DELETE FROM %s AS t WHERE %s AND %s RETURNING 1", p.Target.Quoted(), unit, anti)
+	delWhere := unit + " AND " + anti
+	if gone, ok := p.goneGroups(withNulls); ok {
+		delWhere = gone
+	}
+	del := fmt.Sprintf("DELETE FROM %s AS t WHERE %s RETURNING 1", p.Target.Quoted(), delWhere)
 	return fmt.Sprintf("WITH %s, src AS (%s), del AS (%s), ins AS (%s RETURNING 1) SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM ins)",
 		pre, query, del, p.upsertRows("src", names, types, p.columnNamesShape()))
+}
+
+// goneGroups is, for an aggregate grouped by one column of a type whose
+// equality is identity (no collation, no operators of its own), the
+// condition on the target (alias t) selecting the groups of the keys that
+// src does not yield: they are found from the keys and src alone, then
+// looked up in the target's key index, so a page whose groups all remain
+// reads no target row to delete (the anti-join reads every group's row).
+func (p *Plan) goneGroups(withNulls bool) (string, bool) {
+	if p.Kind() != KindAggregate || p.oneUnit() || withNulls || len(p.Spec.Key) != 1 {
+		return "", false
+	}
+	k := p.Spec.Key[0]
+	if !equalityIsIdentity[k.Type] || k.Op != nil {
+		return "", false
+	}
+	q := ident.Quote(k.Name)
+	return fmt.Sprintf("t.%s = ANY (ARRAY(SELECT g.trellis_g1 FROM g EXCEPT SELECT src.%s FROM src))", q, q), true
 }
 
 // keyNullable says whether the target's key column i can hold NULL among
