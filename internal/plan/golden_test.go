@@ -66,6 +66,20 @@ var citextOps = map[string]*Op{"public.citext": {Schema: "public", Type: "public
 
 var goldenCases = []goldenCase{
 	{
+		name: "union_all",
+		stmt: "TRANSFORM moves FROM orders o SELECT o.id, o.price WHERE o.status = 'paid' UNION ALL SELECT id, -tier FROM customers UNION ALL SELECT order_id, qty FROM items i",
+		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...), table("public", "customers", "", []string{"id"}, customers...),
+			table("public", "items", "i", []string{"order_id", "line"}, items...)},
+		types: map[string]string{"branch": "smallint", "id": "bigint", "price": "numeric", "i_order_id": "bigint", "i_line": "integer"},
+	},
+	{
+		name: "union_intersect_except",
+		stmt: "TRANSFORM shared FROM orders SELECT region, customer_id WHERE price > 0 UNION SELECT name, id FROM customers INTERSECT SELECT title, id FROM products EXCEPT SELECT name, id FROM regions",
+		tables: []*Table{table("public", "orders", "", []string{"id"}, orders...), table("public", "customers", "", []string{"id"}, customers...),
+			table("public", "products", "", []string{"id"}, products...), table("public", "regions", "", []string{"id"}, regions...)},
+		types: map[string]string{"region": "text", "customer_id": "bigint"},
+	},
+	{
 		name:   "projection",
 		stmt:   "TRANSFORM order_totals FROM orders SELECT price + tax AS total WHERE status <> 'cancelled'",
 		tables: []*Table{table("public", "orders", "", []string{"id"}, orders...)},
@@ -333,10 +347,27 @@ func render(t *testing.T, c goldenCase) string {
 	t.Helper()
 	st, err := grammar.Parse(c.stmt)
 	require.NoError(t, err)
-	tr, err := Resolve(st.(*grammar.Transform), c.tables)
-	require.NoError(t, err)
-	spec, needs, err := Compile(tr, c.tables)
-	require.NoError(t, err)
+	tr := st.(*grammar.Transform)
+	var spec Spec
+	var needs [][]string
+	if tr.SetOp != nil {
+		// A set operation: one table per branch.
+		first := *tr
+		first.SetOp = nil
+		var resolved []*grammar.Transform
+		for i, b := range append([]*grammar.Transform{&first}, tr.SetOp.Branches...) {
+			r, err := Resolve(b, c.tables[i:i+1])
+			require.NoError(t, err)
+			resolved = append(resolved, r)
+		}
+		spec, needs, err = CompileSetOp(tr.SetOp.Tree, resolved, c.tables, tr.WithoutSourceIndex)
+		require.NoError(t, err)
+	} else {
+		tr, err = Resolve(tr, c.tables)
+		require.NoError(t, err)
+		spec, needs, err = Compile(tr, c.tables)
+		require.NoError(t, err)
+	}
 	for _, a := range c.alter {
 		st, err := grammar.Parse(a)
 		require.NoError(t, err)
@@ -368,6 +399,11 @@ func render(t *testing.T, c goldenCase) string {
 	}
 	for i := range spec.Semis {
 		spec.Semis[i].Source.ID = 2 + len(spec.JoinList()) + i
+	}
+	if spec.SetOp != nil {
+		for i := range spec.SetOp.Branches {
+			spec.SetOp.Branches[i].Source.ID = 1 + i
+		}
 	}
 	pl := &Plan{Target: Target{Schema: "public", Name: tr.Target.Name}, Spec: spec}
 	if tr.Target.Schema != "" {
@@ -430,7 +466,11 @@ func render(t *testing.T, c goldenCase) string {
 			section("RecomputeGroups with NULLs", pl.RecomputeGroups(true)...)
 		}
 		section("EvalKeys", pl.EvalKeys(false, true))
-		if pl.Multi() {
+		if spec.SetOp != nil {
+			for pos, src := range spec.Sources() {
+				section(fmt.Sprintf("AffectedBranch %d (%s)", pos, src.Alias), pl.AffectedBranch(changes(c.tables[pos], src), pos, 64))
+			}
+		} else if pl.Multi() {
 			for pos, src := range spec.Sources() {
 				section(fmt.Sprintf("AffectedAt %d (%s)", pos, src.Alias), pl.AffectedAt(changes(c.tables[pos], src), pos, 64))
 			}
