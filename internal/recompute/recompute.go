@@ -17,6 +17,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/ledger"
 	"github.com/trellis-pg/trellis/internal/metrics"
+	"github.com/trellis-pg/trellis/internal/plan"
 )
 
 // Recomputer is what recomputes share: the catalog they record quarantines
@@ -47,10 +48,31 @@ func (r *Recomputer) applier(t *Tally) *applier { return &applier{r: r, tally: t
 // on a row is quarantined and a key failing as a whole poisoned, counted
 // in t.
 func (r *Recomputer) Apply(ctx context.Context, tx pgx.Tx, s *Set, careful bool, t *Tally) error {
-	if careful {
-		return r.applier(t).applyCareful(ctx, tx, s)
+	return planned(ctx, tx, s.Plan, func() error {
+		if careful {
+			return r.applier(t).applyCareful(ctx, tx, s)
+		}
+		return s.apply(ctx, tx)
+	})
+}
+
+// planned runs apply between the plan's planner settings (SET LOCAL),
+// which a failed apply leaves to the transaction's rollback.
+func planned(ctx context.Context, tx pgx.Tx, pl *plan.Plan, apply func() error) error {
+	before, after := pl.PlannerSettings()
+	if before == "" {
+		return apply()
 	}
-	return s.apply(ctx, tx)
+	if _, err := tx.Exec(ctx, before); err != nil {
+		return fmt.Errorf("setting the planner up for %s: %w", pl.Target, err)
+	}
+	if err := apply(); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, after); err != nil {
+		return fmt.Errorf("resetting the planner after %s: %w", pl.Target, err)
+	}
+	return nil
 }
 
 // RefreshSamples re-evaluates a transform's quarantined columns on the
@@ -102,6 +124,10 @@ func (r *Recomputer) BuildKeys(ctx context.Context, tx pgx.Tx, t *catalog.Transf
 }
 
 func (r *Recomputer) applyKeys(ctx context.Context, tx pgx.Tx, t *catalog.Transform, keys [][]*string, drained bool) error {
+	return planned(ctx, tx, t.Plan(), func() error { return r.applyKeysPlanned(ctx, tx, t, keys, drained) })
+}
+
+func (r *Recomputer) applyKeysPlanned(ctx context.Context, tx pgx.Tx, t *catalog.Transform, keys [][]*string, drained bool) error {
 	ap := r.applier(&Tally{})
 	wk := NewSet(t)
 	if drained {
