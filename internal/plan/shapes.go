@@ -345,6 +345,11 @@ func (p *Plan) shapeRecompute(pre, query, unit string, withNulls bool) string {
 			// Array equality holds for two NULLs, and, unlike IS NOT
 			// DISTINCT FROM, can be hashed: it compares the elements
 			// with their type's default equality, as the unique index.
+			// The definition's side is cast to the key's type: a source
+			// column retyped since (integer to bigint) must still match.
+			if types[i] != "" {
+				a = "(" + a + ")::" + types[i]
+			}
 			match = append(match, "ARRAY["+a+"] = ARRAY["+b+"]")
 		}
 	}
