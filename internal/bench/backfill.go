@@ -38,7 +38,11 @@ func (s *suite) backfill(ctx context.Context, e *env) ([]Result, error) {
 			if key == "" {
 				key = "(true)" // a global aggregate's one row, as Trellis keys it
 			}
-			return e.exec(ctx, fmt.Sprintf("CREATE UNIQUE INDEX ON %s (%s)", ctas, key))
+			nulls := ""
+			if e.shape.name == FullJoin {
+				nulls = " NULLS NOT DISTINCT" // as Trellis keys it
+			}
+			return e.exec(ctx, fmt.Sprintf("CREATE UNIQUE INDEX ON %s (%s)%s", ctas, key, nulls))
 		})
 		if err != nil {
 			return 0, err

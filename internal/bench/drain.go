@@ -151,9 +151,13 @@ func (e *env) baselineUpsert(cp string) (create []string, upsert string) {
 	if len(e.shape.keys) == 0 {
 		conflict = "((true))"
 	}
+	nulls := ""
+	if e.shape.name == FullJoin {
+		nulls = " NULLS NOT DISTINCT" // either key may be NULL, as in Trellis's target
+	}
 	create = []string{
 		fmt.Sprintf("CREATE TABLE %s AS %s", cp, def),
-		fmt.Sprintf("CREATE UNIQUE INDEX ON %s %s", cp, conflict),
+		fmt.Sprintf("CREATE UNIQUE INDEX ON %s %s%s", cp, conflict, nulls),
 		fmt.Sprintf("VACUUM (ANALYZE) %s", cp),
 	}
 	var cond string

@@ -74,6 +74,13 @@ const (
 	// WHERE v < 0 (keyed by branch, id; every row is in the first branch,
 	// and a change recomputes its key in both).
 	Union = "union"
+	// FullJoin: the join's tables, bench_src's customer_id shifted to
+	// 501..11,000, so customers 1..500 have no row of bench_src and the
+	// rows of customer_id above 10,000 no customer (about 4.8% of each);
+	// TRANSFORM bench_tgt FROM bench_src s FULL JOIN bench_customers c ON
+	// c.id = s.customer_id SELECT s.id AS id, c.region AS region, s.v AS v
+	// (keyed by id, c_id, either NULL in a row without that side).
+	FullJoin = "fulljoin"
 	// UnionDistinct: the projection's source; the union shape's branches
 	// with UNION (keyed by the whole row, id and v; ids stay unique, so
 	// the benchmarks match rows by id).
@@ -81,7 +88,7 @@ const (
 )
 
 // Shapes lists every shape; the first is the default.
-var Shapes = []string{Projection, GroupBy, Join, Quarantine, Having, Global, Derived, CTE, View, Window, TopK, DistinctOn, Join3, Semi, Union, UnionDistinct}
+var Shapes = []string{Projection, GroupBy, Join, Quarantine, Having, Global, Derived, CTE, View, Window, TopK, DistinctOn, Join3, Semi, Union, UnionDistinct, FullJoin}
 
 const (
 	shapeGroups    = 10_000 // groups of the groupby shape
@@ -178,6 +185,13 @@ func shapeOf(name string) shape {
 			keys:       []string{"id", "c_id"}, vals: []string{"region", "v"},
 			pollKey: "id", pollVal: "v",
 		}
+	case FullJoin:
+		return shape{
+			name:       FullJoin,
+			definition: "SELECT s.id AS id, c.id AS c_id, c.region AS region, s.v AS v FROM %[1]s s FULL JOIN %[2]s c ON c.id = s.customer_id",
+			keys:       []string{"id", "c_id"}, vals: []string{"region", "v"},
+			pollKey: "id", pollVal: "v",
+		}
 	case Join3:
 		return shape{
 			name:       Join3,
@@ -231,6 +245,8 @@ func (e *env) transform() string {
 		return fmt.Sprintf("TRANSFORM %s FROM %s SELECT grp AS grp, sum(v) AS total, count(*) AS n GROUP BY grp", tgt, src)
 	case Join:
 		return fmt.Sprintf("TRANSFORM %s FROM %s s JOIN %s c ON c.id = s.customer_id SELECT s.id AS id, c.region AS region, s.v AS v", tgt, src, cust)
+	case FullJoin:
+		return fmt.Sprintf("TRANSFORM %s FROM %s s FULL JOIN %s c ON c.id = s.customer_id SELECT s.id AS id, c.region AS region, s.v AS v", tgt, src, cust)
 	case Join3:
 		return fmt.Sprintf("TRANSFORM %s FROM %s s JOIN %s c ON c.id = s.customer_id JOIN %s r ON r.id = c.region_id SELECT s.id AS id, r.name AS region, s.v AS v",
 			tgt, src, cust, e.table("bench_regions"))
@@ -285,7 +301,11 @@ func (e *env) createSource(ctx context.Context, rows int) error {
 			fmt.Sprintf("CREATE INDEX ON %s (grp)", src),
 			fmt.Sprintf("VACUUM (ANALYZE) %s", src),
 		}
-	case Join, Join3, Semi:
+	case Join, Join3, Semi, FullJoin:
+		customer := fmt.Sprintf("g %% %d + 1", shapeCustomers)
+		if e.shape.name == FullJoin {
+			customer = fmt.Sprintf("g %% %d + 501", shapeCustomers+500)
+		}
 		qs = []string{
 			fmt.Sprintf("CREATE TABLE %s (id int NOT NULL, region text, region_id int)", cust),
 			fmt.Sprintf("INSERT INTO %s SELECT g, 'region ' || (g %% %d), g %% %d FROM generate_series(1, %d) g", cust, shapeRegions, shapeRegions, shapeCustomers),
@@ -293,7 +313,7 @@ func (e *env) createSource(ctx context.Context, rows int) error {
 			fmt.Sprintf("CREATE INDEX ON %s (region_id)", cust),
 			fmt.Sprintf("VACUUM (ANALYZE) %s", cust),
 			fmt.Sprintf("CREATE TABLE %s (id bigint NOT NULL, customer_id int NOT NULL, v int, filler text)", src),
-			fmt.Sprintf("INSERT INTO %s SELECT g, g %% %d + 1, 0, repeat('x', %d) FROM generate_series(1, %d) g", src, shapeCustomers, fillerWidth, rows),
+			fmt.Sprintf("INSERT INTO %s SELECT g, %s, 0, repeat('x', %d) FROM generate_series(1, %d) g", src, customer, fillerWidth, rows),
 			fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (id)", src),
 			fmt.Sprintf("CREATE INDEX ON %s (customer_id)", src),
 			fmt.Sprintf("VACUUM (ANALYZE) %s", src),
@@ -342,7 +362,11 @@ func (e *env) mismatches(ctx context.Context) (int64, error) {
 		t = append(t, "t."+c)
 	}
 	on := "ON true" // a global aggregate: one row each side
-	if len(e.shape.keys) > 0 {
+	switch {
+	case e.shape.name == FullJoin:
+		// Either key may be NULL; ids are positive (and hashable so).
+		on = "ON coalesce(d.id, -1) = coalesce(t.id, -1) AND coalesce(d.c_id, -1) = coalesce(t.c_id, -1)"
+	case len(e.shape.keys) > 0:
 		on = "USING (" + strings.Join(e.shape.keys, ", ") + ")"
 	}
 	var n int64
