@@ -186,3 +186,29 @@ func TestWritesSurviveDamagedRing(t *testing.T) {
 		})
 	}
 }
+
+// A key's text, hence its bucket and the key lock recomputes of it take,
+// is the same whatever the writer's session settings: a writer whose
+// bytea_output is escape records the bytea key the hex writers record.
+// Two spellings of one key land in two buckets, so two drain pages could
+// recompute the key at once under different locks, and the older one
+// could overwrite the newer (the issue's "wrong bucket" row, made by any
+// writer's SET).
+func TestKeyTextIsTheSameFromEverySession(t *testing.T) {
+	t.Skip("known: capture renders a bytea key by the writer's bytea_output (settingsFor in internal/capture lists bytea as setting-free; money's lc_monetary likewise), owned by capcost")
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE bk (b bytea PRIMARY KEY, v int)`)
+	e.exec(`INSERT INTO bk SELECT convert_to('k' || i, 'UTF8'), i FROM generate_series(1, 5) i`)
+	writer := e.role("writer", "GRANT SELECT, UPDATE ON bk TO %s")
+	c := e.engine()
+	_, err := c.Define(e.ctx, "TRANSFORM copy FROM bk SELECT v AS v")
+	require.NoError(t, err)
+	e.waitState(c, "copy", trellis.StateLive)
+	require.NoError(t, c.Close())
+
+	e.as(writer, `UPDATE bk SET v = 10 WHERE b = 'k1'`)
+	e.as(writer, `SET LOCAL bytea_output = 'escape'`, `UPDATE bk SET v = 11 WHERE b = 'k1'`)
+	require.Equal(t, [][]string{{"1", "1"}}, e.rows(`SELECT count(DISTINCT key), count(DISTINCT bucket) FROM trellis.ledger`),
+		"one key, recorded as %v", e.rows(`SELECT key::text, bucket FROM trellis.ledger`))
+}
