@@ -212,3 +212,35 @@ func TestKeyTextIsTheSameFromEverySession(t *testing.T) {
 	require.Equal(t, [][]string{{"1", "1"}}, e.rows(`SELECT count(DISTINCT key), count(DISTINCT bucket) FROM trellis.ledger`),
 		"one key, recorded as %v", e.rows(`SELECT key::text, bucket FROM trellis.ledger`))
 }
+
+// A cast to text planted after the define by the owner of a type a source
+// column has (another role: PUBLIC may create in public) neither fails a
+// writer's statement nor runs as Trellis's role: capture and the drain
+// render values as text, and a cast with a function of its own, which the
+// type's owner may create at any time, would run there with Trellis's
+// rights (capture is SECURITY DEFINER).
+func TestCastsPlantedOnASourceTypeNeverRun(t *testing.T) {
+	t.Skip("known: capture (::pg_catalog.text of captured values) and the drain's key renders use a user-defined cast to text when the type has one, running it as Trellis's role and failing the writer when it raises; owned by capcost (capture's rendering), with the plan's key renders to match")
+	t.Parallel()
+	e := setup(t)
+	e.exec(`GRANT CREATE ON SCHEMA public TO PUBLIC`)
+	planter := e.role("planter")
+	e.as(planter, `CREATE TYPE public.tag AS ENUM ('a', 'b', 'c')`, `CREATE TABLE public.hits (who text)`, `GRANT INSERT ON public.hits TO PUBLIC`)
+	e.exec(`CREATE TABLE src (id int PRIMARY KEY, t public.tag NOT NULL, v int)`)
+	e.exec(`INSERT INTO src SELECT i, 'a', i FROM generate_series(1, 10) i`)
+	writer := e.role("writer", "GRANT INSERT, UPDATE ON src TO %s")
+	c := e.engine()
+	_, err := c.Define(e.ctx, "TRANSFORM by_t FROM src SELECT t AS t, sum(v) AS s GROUP BY t")
+	require.NoError(t, err)
+	e.waitState(c, "by_t", trellis.StateLive)
+
+	e.as(planter,
+		`CREATE FUNCTION public.tag_text(public.tag) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO public.hits VALUES (current_user); IF $1 = 'c' THEN RAISE EXCEPTION 'no c'; END IF; RETURN pg_catalog.enum_out($1)::text; END $$`,
+		`CREATE CAST (public.tag AS text) WITH FUNCTION public.tag_text(public.tag)`)
+	e.as(writer, `UPDATE src SET t = 'b'`)
+	e.as(writer, `UPDATE src SET t = 'c'`)
+	e.as(writer, `UPDATE src SET v = 1`, `INSERT INTO src VALUES (11, 'a', 11)`)
+	e.converge(c)
+	require.Empty(t, e.rows(`SELECT who, count(*) FROM public.hits GROUP BY who`), "the planted cast ran")
+}
