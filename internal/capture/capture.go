@@ -49,7 +49,7 @@ var Ops = []string{"ins", "upd", "del", "row", "trunc"}
 var settingFree = map[string]bool{
 	"smallint": true, "integer": true, "bigint": true, "numeric": true, "boolean": true,
 	"text": true, "character varying": true, "character": true, `"char"`: true, "name": true,
-	"uuid": true, "bytea": true, "oid": true, "json": true, "jsonb": true,
+	"uuid": true, "oid": true, "json": true, "jsonb": true,
 	"inet": true, "cidr": true, "macaddr": true, "macaddr8": true, "bit": true, "bit varying": true,
 }
 
@@ -58,8 +58,10 @@ var settingFree = map[string]bool{
 // types need, since each costs the writer a little. A type it cannot tell
 // by its name (a domain, an enum, a composite, a range) gets every pin: a
 // domain over date renders by the writer's DateStyle as a date does.
+// bytea renders by bytea_output (escape spells a key hex writers record as
+// \x6b31 as k1, in another bucket).
 func settingsFor(types []string) string {
-	var dates, floats bool
+	var dates, floats, bytes bool
 	for _, t := range types {
 		t = strings.ToLower(strings.TrimSuffix(t, unrecordedMark))
 		base := strings.TrimRight(t, "[]")
@@ -71,8 +73,10 @@ func settingsFor(types []string) string {
 			dates = true
 		case strings.Contains(t, "double"), strings.Contains(t, "real"), strings.Contains(t, "float"):
 			floats = true
+		case base == "bytea":
+			bytes = true
 		case !settingFree[base]:
-			dates, floats = true, true
+			dates, floats, bytes = true, true, true
 		}
 	}
 	var b strings.Builder
@@ -81,6 +85,9 @@ func settingsFor(types []string) string {
 	}
 	if floats {
 		b.WriteString("SET extra_float_digits = 3\n")
+	}
+	if bytes {
+		b.WriteString("SET bytea_output = 'hex'\n")
 	}
 	return b.String()
 }
