@@ -227,3 +227,47 @@ CREATE TABLE refunds (id int PRIMARY KEY, region text, amount int NOT NULL)`)
 		e2.assertMatches(d.target, d.recompute)
 	}
 }
+
+// A branch reading a view is read with the definer's rights, as any view
+// is: a definer who may read the view but not the table under it is
+// refused, naming the table, and nothing is defined; granted SELECT on it,
+// the same definition is accepted and lists the view and every table.
+func TestSetOperationBranchViewReadWithTheDefinersRights(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	var db string
+	require.NoError(t, e.db.QueryRow(e.ctx, "SELECT current_database()").Scan(&db))
+	_, url := e.roleURL("definer", fmt.Sprintf("GRANT CREATE ON DATABASE %q TO %%s", db), "GRANT CREATE ON SCHEMA public TO %s")
+	role := db + "_definer"
+	e.exec(`CREATE TABLE open_t (id int PRIMARY KEY, x int)`)
+	e.exec(`CREATE TABLE secret_t (id int PRIMARY KEY, x int)`)
+	e.exec(`CREATE VIEW secret_v AS SELECT id, x FROM secret_t WHERE x > 0`)
+	e.exec(`INSERT INTO open_t SELECT g, g % 3 FROM generate_series(1, 20) g`)
+	e.exec(`INSERT INTO secret_t SELECT g, g % 4 FROM generate_series(1, 20) g`)
+	e.exec(fmt.Sprintf(`GRANT SELECT ON open_t, secret_v TO %q`, role))
+
+	m, err := trellis.Connect(e.ctx, trellis.Options{URL: url, Logger: quietLogger()})
+	require.NoError(t, err)
+	defer m.Close()
+	require.NoError(t, m.Migrate(e.ctx))
+	for _, stmt := range []string{
+		`TRANSFORM peek FROM open_t SELECT id, x UNION ALL SELECT id, x FROM secret_v`,
+		`TRANSFORM peek FROM open_t SELECT x EXCEPT SELECT x FROM secret_v`,
+	} {
+		_, err = m.Define(e.ctx, stmt)
+		require.Equal(t, trellis.CodeValidation, trellis.CodeOf(err), "%s: %v", stmt, err)
+		require.Contains(t, err.Error(), "view public.secret_v reads table public.secret_t, which you may not read", stmt)
+	}
+	defs, err := m.Definitions(e.ctx)
+	require.NoError(t, err)
+	require.Empty(t, defs)
+	require.Equal(t, [][]string{{"0"}}, e.rows(`SELECT count(*) FROM pg_class WHERE relname = 'peek'`), "a refused definition leaves no target")
+
+	e.exec(fmt.Sprintf(`GRANT SELECT ON secret_t TO %q`, role))
+	_, err = m.Define(e.ctx, `TRANSFORM peek FROM open_t SELECT x EXCEPT SELECT x FROM secret_v`)
+	require.NoError(t, err)
+	st, err := m.Status(e.ctx, "peek")
+	require.NoError(t, err)
+	require.Equal(t, []string{"public.open_t", "public.secret_t"}, st.Sources)
+	require.Equal(t, []string{"public.secret_v"}, st.Views)
+}
