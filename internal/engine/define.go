@@ -126,7 +126,7 @@ func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error 
 	}
 	if up.Spec.SetOp != nil {
 		return errs.New(trellistype.CodeValidation,
-			"%s cannot be read by a transform: it is a set operation (UNION, INTERSECT, EXCEPT), whose key (%s) is NULL in some rows; read its branches' tables instead",
+			"%s cannot be read by a transform: it is a set operation (UNION, INTERSECT, EXCEPT), whose key (%s) may hold NULL; read its branches' tables instead",
 			up.Target, strings.Join(pl.KeyNames(), ", "))
 	}
 	keys := pl.KeyNames()
