@@ -325,7 +325,7 @@ func (p *Plan) AffectedBranch(c Changes, pos, buckets int) string {
 	}
 	old := fmt.Sprintf("SELECT %s FROM %s WHERE true%s", strings.Join(exprs, ", "), c.oldImage(a), where)
 	cur := fmt.Sprintf("SELECT %s FROM %s AS %s WHERE %s%s", strings.Join(exprs, ", "),
-		ident.Qualified(b.Source.Schema, b.Source.Table), ident.Quote(a), c.current(a), where)
+		ident.Qualified(b.Source.Schema, b.Source.Table), ident.Quote(a), c.currentByKey(a), where)
 	cols := make([]string, len(exprs))
 	for i := range cols {
 		cols[i] = fmt.Sprintf("g%d", i+1)
@@ -344,4 +344,17 @@ func (p *Plan) PlannerSettings() (before, after string) {
 		return "", ""
 	}
 	return "SET LOCAL enable_nestloop = off", "SET LOCAL enable_nestloop TO DEFAULT"
+}
+
+// currentByKey is Changes.current for a table of one key column: the
+// changed keys as an array the planner cannot size, so it finds the rows
+// through the key's index (sized, a page's keys made it hash the whole
+// table, a cost growing with the table).
+func (c Changes) currentByKey(alias string) string {
+	src := c.Source
+	if len(src.KeyCols) != 1 || isArrayType(src.KeyTypes[0]) {
+		return c.current(alias)
+	}
+	o := opAt(src.KeyOps, 0)
+	return anyOf(ident.Quote(alias)+"."+ident.Quote(src.KeyCols[0]), fmt.Sprintf("ARRAY(SELECT k1::%s FROM chg)", o.typeOf(src.KeyTypes[0])), o)
 }
