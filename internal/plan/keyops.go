@@ -8,7 +8,7 @@ import (
 	"github.com/trellis-pg/trellis/internal/ident"
 )
 
-// Every statement Trellis runs has the search_path pg_catalog, pg_temp
+// Trellis's own statements have the search_path pg_catalog, pg_temp
 // (decision 0030). A key whose type compares with operators of its own
 // outside pg_catalog (an extension's type, as citext) is compared through
 // them by name: a OPERATOR(schema.=) b, both sides cast to the type the
