@@ -92,6 +92,11 @@ func poolConfig(opts Options, name string) (*pgxpool.Config, error) {
 	// (a backslash is a character), whatever the database sets; pgx also
 	// refuses its simple protocol with standard_conforming_strings off.
 	cfg.ConnConfig.RuntimeParams["standard_conforming_strings"] = "on"
+	// A bytea or money value's text is what capture renders (it pins the
+	// same settings), whatever the database or role sets: the drain reads
+	// the ledger's key text back, and renders source keys to match it.
+	cfg.ConnConfig.RuntimeParams["bytea_output"] = capture.ByteaOutput
+	cfg.ConnConfig.RuntimeParams["lc_monetary"] = capture.Monetary
 	// A cancelled context sends PostgreSQL a cancel request, so the server
 	// stops the work at once instead of finishing it for nobody.
 	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {

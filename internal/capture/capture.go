@@ -57,11 +57,12 @@ var settingFree = map[string]bool{
 // depends on, so it renders the same from every session: only those the
 // types need, since each costs the writer a little. A type it cannot tell
 // by its name (a domain, an enum, a composite, a range) gets every pin: a
-// domain over date renders by the writer's DateStyle as a date does.
-// bytea renders by bytea_output (escape spells a key hex writers record as
-// \x6b31 as k1, in another bucket).
+// domain over date renders by the writer's DateStyle as a date does, one
+// over bytea by its bytea_output. bytea_output and lc_monetary are pinned
+// to what Trellis's own sessions start with (ByteaOutput, Monetary), so
+// the drain reads the text back as the writer rendered it.
 func settingsFor(types []string) string {
-	var dates, floats, bytes bool
+	var dates, floats, bytea, money bool
 	for _, t := range types {
 		t = strings.ToLower(strings.TrimSuffix(t, unrecordedMark))
 		base := strings.TrimRight(t, "[]")
@@ -69,14 +70,16 @@ func settingsFor(types []string) string {
 			base = base[:i]
 		}
 		switch {
+		case base == "bytea":
+			bytea = true
+		case base == "money":
+			money = true
 		case strings.Contains(t, "time"), strings.Contains(t, "date"), strings.Contains(t, "interval"):
 			dates = true
 		case strings.Contains(t, "double"), strings.Contains(t, "real"), strings.Contains(t, "float"):
 			floats = true
-		case base == "bytea":
-			bytes = true
 		case !settingFree[base]:
-			dates, floats, bytes = true, true, true
+			dates, floats, bytea, money = true, true, true, true
 		}
 	}
 	var b strings.Builder
@@ -86,10 +89,42 @@ func settingsFor(types []string) string {
 	if floats {
 		b.WriteString("SET extra_float_digits = 3\n")
 	}
-	if bytes {
-		b.WriteString("SET bytea_output = 'hex'\n")
+	if bytea {
+		b.WriteString("SET bytea_output = '" + ByteaOutput + "'\n")
+	}
+	if money {
+		b.WriteString("SET lc_monetary = '" + Monetary + "'\n")
 	}
 	return b.String()
+}
+
+// ByteaOutput and Monetary are the bytea_output and lc_monetary every
+// Trellis session and every capture function rendering such a value run
+// with: a bytea or money key's text (its bucket, the key lock recomputes
+// take) is then the same whatever the writer's session sets.
+const (
+	ByteaOutput = "hex"
+	Monetary    = "C"
+)
+
+// AsText renders expr, a value of type typ (as format_type names it under
+// the pinned search_path, so qualified unless it is pg_catalog's), as its
+// text form without running a cast a user created: a type outside
+// pg_catalog is rendered by its output function (format's %s calls it, as
+// the I/O cast to text would; array_out, record_out and range_out call
+// their elements' output functions in turn), since its owner may create a
+// cast to text at any time, which would run as the capture function's
+// owner. A pg_catalog type keeps the cheaper cast: only its owner, the
+// bootstrap superuser, could create one. An unknown type (typ "") is
+// rendered as one outside pg_catalog.
+func AsText(expr, typ string) string {
+	if typ != "" && !strings.Contains(strings.TrimSuffix(typ, unrecordedMark), ".") {
+		return expr + "::pg_catalog.text"
+	}
+	// format renders NULL as ''; the null test is on the value itself
+	// (IS DISTINCT FROM NULL is a plain null test, even for a composite
+	// whose fields are all NULL, which renders as "(,)").
+	return "CASE WHEN " + expr + " IS NOT DISTINCT FROM NULL THEN NULL ELSE pg_catalog.format('%s', " + expr + ") END"
 }
 
 // FunctionSQL is the CREATE OR REPLACE FUNCTION of a source's capture
@@ -124,13 +159,21 @@ func (n Names) FunctionSQL(s catalog.Source) string {
 		if len(cols) == 0 {
 			return "NULL::pg_catalog.text[]"
 		}
+		types := s.KeyTypes
+		if caps {
+			types = s.CapTypes
+		}
 		parts := make([]string, len(cols))
 		for i, k := range cols {
 			if caps && !recorded(i) {
 				parts[i] = "NULL::pg_catalog.text"
 				continue
 			}
-			parts[i] = alias + "." + ident.Quote(k) + "::pg_catalog.text"
+			typ := ""
+			if i < len(types) {
+				typ = types[i]
+			}
+			parts[i] = AsText(alias+"."+ident.Quote(k), typ)
 		}
 		return "ARRAY[" + strings.Join(parts, ", ") + "]"
 	}
@@ -239,7 +282,11 @@ $trellis$`
 		}
 		same := make([]string, len(s.KeyCols))
 		for i, k := range s.KeyCols {
-			same[i] = "NEW." + ident.Quote(k) + "::pg_catalog.text IS NOT DISTINCT FROM OLD." + ident.Quote(k) + "::pg_catalog.text"
+			typ := ""
+			if i < len(s.KeyTypes) {
+				typ = s.KeyTypes[i]
+			}
+			same[i] = AsText("NEW."+ident.Quote(k), typ) + " IS NOT DISTINCT FROM " + AsText("OLD."+ident.Quote(k), typ)
 		}
 		return head + fmt.Sprintf(`  IF TG_OP = 'INSERT' THEN
 %s    %s
