@@ -445,6 +445,10 @@ func (g *diffGen) def(i int, prior []diffDef) diffDef {
 		from := fmt.Sprintf("%s a %s %s b ON a.id = b.aid %s %s c ON %s", g.q("a"), j1, g.q("b"), j2, g.q("c"), on)
 		if j1 == "LEFT JOIN" && g.alt.IntN(2) == 0 {
 			from = fmt.Sprintf("%s b RIGHT JOIN %s a ON a.id = b.aid %s %s c ON %s", g.q("b"), g.q("a"), j2, g.q("c"), on)
+		} else if j1 == "JOIN" && shape == "join3" && g.alt.IntN(2) == 0 {
+			// a FULL JOIN of a and b, c joined after it to either
+			j1 = "FULL JOIN"
+			from = fmt.Sprintf("%s a FULL JOIN %s b ON a.id = b.aid %s %s c ON %s", g.q("a"), g.q("b"), j2, g.q("c"), on)
 		}
 		if shape == "join3" {
 			items := append(g.projExprs("a")[:1], [2]string{"bw", "b.w"}, [2]string{"ct", "c.tag"})

@@ -17,7 +17,8 @@ import (
 
 // fullJoins are FULL JOINs of two tables (many to many through a column
 // that is neither table's key, one to one on a key, with a filter, and
-// keyed by a composite key), each with the fresh recompute it must equal.
+// keyed by a composite key) and of three (a star and chains: a table
+// joined after the FULL JOIN), each with the fresh recompute it must equal.
 var fullJoins = []struct{ stmt, target, recompute string }{
 	{`TRANSFORM fj_pairs FROM lefts l FULL JOIN rights r ON r.g = l.g SELECT l.id AS lid, r.id AS rid, l.v, r.w, coalesce(l.g, r.g) AS g`,
 		"fj_pairs", `SELECT l.id AS lid, r.id AS rid, l.v, r.w, coalesce(l.g, r.g) AS g FROM lefts l FULL JOIN rights r ON r.g = l.g`},
@@ -25,6 +26,14 @@ var fullJoins = []struct{ stmt, target, recompute string }{
 		"fj_one", `SELECT l.id AS l_id, r.id AS r_id, l.v, r.w FROM lefts l FULL JOIN rights r ON r.id = l.id`},
 	{`TRANSFORM fj_filtered FROM rights r FULL JOIN lefts l ON l.g = r.g AND l.h = r.h SELECT r.id, l.id AS lid, r.w * 2 AS w2 WHERE l.v IS DISTINCT FROM 3`,
 		"fj_filtered", `SELECT r.id, l.id AS lid, r.w * 2 AS w2 FROM rights r FULL JOIN lefts l ON l.g = r.g AND l.h = r.h WHERE l.v IS DISTINCT FROM 3`},
+	// a third table after the FULL JOIN: a star (joined to the FROM
+	// table) and chains (joined to the FULL JOIN's table)
+	{`TRANSFORM fj_star FROM lefts l FULL JOIN rights r ON r.g = l.g LEFT JOIN notes n ON n.lid = l.id SELECT l.v, r.w, n.note`,
+		"fj_star", `SELECT l.id AS l_id, r.id AS r_id, n.lid AS n_lid, n.line AS n_line, l.v, r.w, n.note FROM lefts l FULL JOIN rights r ON r.g = l.g LEFT JOIN notes n ON n.lid = l.id`},
+	{`TRANSFORM fj_chain FROM lefts l FULL JOIN rights r ON r.g = l.g JOIN notes n ON n.lid = r.id SELECT l.v, n.note`,
+		"fj_chain", `SELECT l.id AS l_id, r.id AS r_id, n.lid AS n_lid, n.line AS n_line, l.v, n.note FROM lefts l FULL JOIN rights r ON r.g = l.g JOIN notes n ON n.lid = r.id`},
+	{`TRANSFORM fj_chain_left FROM rights r FULL JOIN lefts l ON l.id = r.id LEFT JOIN notes n ON n.lid = l.id SELECT r.w, l.v, n.note WHERE n.note IS DISTINCT FROM 'x'`,
+		"fj_chain_left", `SELECT r.id AS r_id, l.id AS l_id, n.lid AS n_lid, n.line AS n_line, r.w, l.v, n.note FROM rights r FULL JOIN lefts l ON l.id = r.id LEFT JOIN notes n ON n.lid = l.id WHERE n.note IS DISTINCT FROM 'x'`},
 	{`TRANSFORM fj_notes FROM lefts l FULL JOIN notes n ON n.lid = l.id SELECT l.v, n.note`,
 		"fj_notes", `SELECT l.id AS l_id, n.lid AS n_lid, n.line AS n_line, l.v, n.note FROM lefts l FULL JOIN notes n ON n.lid = l.id`},
 }

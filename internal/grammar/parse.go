@@ -599,8 +599,8 @@ func (p *stmtParser) transform() (Statement, *Error) {
 		if !ok {
 			break
 		}
-		if kind == JoinFull && len(t.Joins) > 0 || len(t.Joins) > 0 && t.Joins[0].Kind == JoinFull {
-			return nil, p.errAt(Invalid, at, "a FULL JOIN is supported between two tables only (FROM a FULL JOIN b ON ...), with no other table joined: join the other tables with INNER and LEFT joins")
+		if kind == JoinFull && len(t.Joins) > 0 {
+			return nil, p.errAt(Invalid, at, "a FULL JOIN is supported between the first two tables only (FROM a FULL JOIN b ON ...): write it first, and join the other tables after it with INNER or LEFT JOIN")
 		}
 		if kind == JoinRight && len(t.Joins) > 0 {
 			return nil, p.errAt(Invalid, at, "RIGHT JOIN after the second table is not supported (it would keep every row of the tables before it optional): write its table first and LEFT JOIN the others, or define the join of the tables before it as a transform and LEFT JOIN its target")

@@ -7,8 +7,9 @@ import (
 	"github.com/trellis-pg/trellis/internal/ident"
 )
 
-// A FULL JOIN of two tables (decision 0033) may leave out either side, so
-// no one table's key is in every target row. Its unit is the key of the
+// A FULL JOIN of the first two tables (decision 0033) may leave out either
+// side, so no one table's key is in every target row; the tables joined
+// after it (INNER or LEFT) join rows holding the table their ON names. Its unit is the key of the
 // first table a row holds: the FROM table's key when the row has a FROM
 // row (the joined key part NULL), else the joined table's key (the FROM
 // part NULL). Units so split the target's rows, as a LEFT JOIN's FROM keys
@@ -114,12 +115,14 @@ func (p *Plan) unitFilter(fromSide bool) string {
 }
 
 // fullAffected finds the units of a FULL JOIN that changes of the table
-// at pos (0 the FROM table, 1 the joined one) touch: the changed rows'
-// own keys (the rows holding them, and the row holding one without the
-// other side), and the other table's keys that match the changed rows'
-// old or current ON values, as they are now (those rows gain or lose a
-// partner, and the row holding one without a partner comes or goes).
-// Returns the units as text and their bucket.
+// at pos touch. For the FROM table (0) or the joined one (1), the changed
+// rows' own keys (the rows holding them, or holding one without the other
+// side); and for each of the two, the keys its rows have that are joined,
+// as the tables are now, to the changed rows' old or current images along
+// the join tree: those rows gain or lose a partner (their row without one
+// comes or goes), or hold the changed row. A later table's rows only join
+// rows holding the table it is joined to, so the walk from it finds every
+// unit it is in.
 func (p *Plan) fullAffected(c Changes, pos, buckets int) string {
 	_, types, _, nFrom := p.fullUnit()
 	nulls := func(from, to int) []string {
@@ -129,26 +132,29 @@ func (p *Plan) fullAffected(c Changes, pos, buckets int) string {
 		}
 		return out
 	}
-	var own []string
-	for i, t := range c.Source.KeyTypes {
-		own = append(own, fmt.Sprintf("k%d::%s", i+1, t))
+	padded := func(slot int, key []string) string {
+		if slot == 0 {
+			return strings.Join(append(key, nulls(nFrom, len(types))...), ", ")
+		}
+		return strings.Join(append(nulls(0, nFrom), key...), ", ")
 	}
-	other := 1 - pos
-	otherKey := p.joinedKey()
-	if other == 0 {
-		otherKey = p.srcKey()
-	}
-	var ownSel, otherSel []string
-	if pos == 0 {
-		ownSel = append(own, nulls(nFrom, len(types))...)
-		otherSel = append(nulls(0, nFrom), otherKey...)
-	} else {
-		ownSel = append(nulls(0, nFrom), own...)
-		otherSel = append(otherKey, nulls(nFrom, len(types))...)
-	}
-	parts := []string{
-		"SELECT " + strings.Join(ownSel, ", ") + " FROM chg",
-		fmt.Sprintf("SELECT %s FROM %s JOIN %s ON %s", strings.Join(otherSel, ", "), p.images(c, pos), p.tableAs(other), p.edgeOn(0, 1)),
+	var parts []string
+	for slot, key := range [][]string{p.srcKey(), p.joinedKey()} {
+		if slot == pos {
+			var own []string
+			for i, t := range c.Source.KeyTypes {
+				own = append(own, fmt.Sprintf("k%d::%s", i+1, t))
+			}
+			parts = append(parts, "SELECT "+padded(slot, own)+" FROM chg")
+			continue
+		}
+		path := p.treePath(pos, slot)
+		var b strings.Builder
+		fmt.Fprintf(&b, "SELECT %s FROM %s", padded(slot, key), p.images(c, pos))
+		for i := 1; i < len(path); i++ {
+			fmt.Fprintf(&b, " JOIN %s ON %s", p.tableAs(path[i]), p.edgeOn(path[i-1], path[i]))
+		}
+		parts = append(parts, b.String())
 	}
 	cols := make([]string, len(types))
 	for i := range cols {
