@@ -608,6 +608,9 @@ func (e *Engine) catalogSchemas(ctx context.Context, tx pgx.Tx) ([]string, error
 // registerSource records a source (or widens what its capture records)
 // and sets sd.id.
 func (e *Engine) registerSource(ctx context.Context, tx pgx.Tx, sd *side, needs []string) error {
+	if err := refuseUserCasts(ctx, tx, sd, needs); err != nil {
+		return err
+	}
 	capCols, err := e.sourceRow(ctx, tx, sd)
 	if err != nil {
 		return fmt.Errorf("registering source %s.%s: %w", sd.rel.schema, sd.rel.name, err)
@@ -625,6 +628,24 @@ func (e *Engine) registerSource(ctx context.Context, tx pgx.Tx, sd *side, needs 
 	// worker re-installs it; the transform builds once that is done.
 	_, err = tx.Exec(ctx, e.Cat.SQL(sqlWidenSource), sd.id, add, addTypes)
 	return err
+}
+
+// refuseUserCasts refuses a side whose key or captured (GROUP BY, JOIN)
+// columns have a type with a cast to or from text by a function of a
+// user's: Trellis renders those values as text and reads them back, and the
+// function would run with Trellis's rights (decision 0034).
+func refuseUserCasts(ctx context.Context, tx pgx.Tx, sd *side, needs []string) error {
+	types := slices.Clone(sd.KeyTypes)
+	for _, c := range needs {
+		if t, ok := sd.Columns[c]; ok {
+			types = append(types, t)
+		}
+	}
+	casts, err := funcwatch.UserCasts(ctx, tx, types)
+	if err != nil || len(casts) == 0 {
+		return err
+	}
+	return errs.New(trellistype.CodeValidation, "source %s.%s cannot be maintained: %s", sd.rel.schema, sd.rel.name, casts[0].Fix())
 }
 
 // sourceRow finds or creates the catalog row of a side's table, by name

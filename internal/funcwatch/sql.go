@@ -88,3 +88,70 @@ SELECT p.oid::regprocedure::text, CASE WHEN p.prosqlbody IS NOT NULL THEN pg_get
 FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
 WHERE p.oid = ANY ($1::oid[]) AND l.lanname IN ('sql', 'plpgsql')
 ORDER BY 1`
+
+// castTypes expands a set of type oids t0(oid) into t(oid): each type, its
+// array element and its domain's base type, recursively (text cast to an
+// array of an enum casts each element; a cast to a domain is its base
+// type's).
+const castTypes = `
+t(oid) AS (
+    SELECT oid FROM t0 WHERE oid IS NOT NULL
+    UNION
+    SELECT v.x FROM t JOIN pg_catalog.pg_type ty ON ty.oid = t.oid
+    CROSS JOIN LATERAL (VALUES (ty.typelem), (ty.typbasetype)) AS v(x)
+    WHERE v.x <> 0
+)`
+
+// userCast is the condition on a pg_cast c (joined to its function p)
+// that Trellis must not run it: to or from a text type of a type of t, by
+// a function outside pg_catalog that no extension owns.
+const userCast = `c.castmethod = 'f'
+  AND ((c.castsource = t.oid AND c.casttarget IN ('pg_catalog.text'::pg_catalog.regtype, 'pg_catalog.varchar'::pg_catalog.regtype, 'pg_catalog.bpchar'::pg_catalog.regtype, 'pg_catalog.name'::pg_catalog.regtype))
+    OR (c.casttarget = t.oid AND c.castsource IN ('pg_catalog.text'::pg_catalog.regtype, 'pg_catalog.varchar'::pg_catalog.regtype, 'pg_catalog.bpchar'::pg_catalog.regtype, 'pg_catalog.name'::pg_catalog.regtype)))
+  AND p.pronamespace <> 'pg_catalog'::pg_catalog.regnamespace
+  AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
+                  WHERE d.classid = 'pg_catalog.pg_cast'::pg_catalog.regclass AND d.objid = c.oid AND d.deptype = 'e')`
+
+const (
+	// sqlUserCasts lists the casts of types $1 (names) Trellis must not
+	// run: the cast, its function and the function's owner.
+	sqlUserCasts = `
+WITH RECURSIVE t0(oid) AS (
+    SELECT pg_catalog.to_regtype(pg_catalog.split_part(u.name, ' /*', 1)) FROM pg_catalog.unnest($1::pg_catalog.text[]) AS u(name)
+), ` + castTypes + `
+SELECT DISTINCT '(' || (SELECT CASE WHEN y.typnamespace = 'pg_catalog'::pg_catalog.regnamespace THEN pg_catalog.format_type(y.oid, NULL) ELSE pg_catalog.quote_ident(yn.nspname) || '.' || pg_catalog.quote_ident(y.typname) END FROM pg_catalog.pg_type y JOIN pg_catalog.pg_namespace yn ON yn.oid = y.typnamespace WHERE y.oid = c.castsource) || ' AS ' || (SELECT CASE WHEN y.typnamespace = 'pg_catalog'::pg_catalog.regnamespace THEN pg_catalog.format_type(y.oid, NULL) ELSE pg_catalog.quote_ident(yn.nspname) || '.' || pg_catalog.quote_ident(y.typname) END FROM pg_catalog.pg_type y JOIN pg_catalog.pg_namespace yn ON yn.oid = y.typnamespace WHERE y.oid = c.casttarget) || ')',
+       pg_catalog.quote_ident(pn.nspname) || '.' || pg_catalog.quote_ident(p.proname) || '(' || pg_catalog.pg_get_function_identity_arguments(p.oid) || ')', o.rolname::pg_catalog.text
+FROM t JOIN pg_catalog.pg_cast c ON c.castsource = t.oid OR c.casttarget = t.oid
+JOIN pg_catalog.pg_proc p ON p.oid = c.castfunc
+JOIN pg_catalog.pg_namespace pn ON pn.oid = p.pronamespace
+JOIN pg_catalog.pg_roles o ON o.oid = p.proowner
+WHERE ` + userCast + `
+ORDER BY 1`
+
+	// sqlCastReaders lists the transforms that are not paused, with a cast
+	// of their sources' key or captured types that Trellis must not run.
+	sqlCastReaders = `
+WITH RECURSIVE r AS (
+    SELECT t.id, ty AS name FROM %[1]s.transforms t
+    JOIN %[1]s.transform_sources ts ON ts.transform_id = t.id
+    JOIN %[1]s.sources s ON s.id = ts.source_id
+    CROSS JOIN LATERAL pg_catalog.unnest(s.key_types || s.cap_types) AS ty
+    WHERE t.state <> 'paused'
+), t0(id, oid) AS (
+    SELECT DISTINCT r.id, pg_catalog.to_regtype(pg_catalog.split_part(r.name, ' /*', 1)) FROM r
+), t(id, oid) AS (
+    SELECT id, oid FROM t0 WHERE oid IS NOT NULL
+    UNION
+    SELECT t.id, v.x FROM t JOIN pg_catalog.pg_type ty ON ty.oid = t.oid
+    CROSS JOIN LATERAL (VALUES (ty.typelem), (ty.typbasetype)) AS v(x)
+    WHERE v.x <> 0
+)
+SELECT DISTINCT t.id, '(' || (SELECT CASE WHEN y.typnamespace = 'pg_catalog'::pg_catalog.regnamespace THEN pg_catalog.format_type(y.oid, NULL) ELSE pg_catalog.quote_ident(yn.nspname) || '.' || pg_catalog.quote_ident(y.typname) END FROM pg_catalog.pg_type y JOIN pg_catalog.pg_namespace yn ON yn.oid = y.typnamespace WHERE y.oid = c.castsource) || ' AS ' || (SELECT CASE WHEN y.typnamespace = 'pg_catalog'::pg_catalog.regnamespace THEN pg_catalog.format_type(y.oid, NULL) ELSE pg_catalog.quote_ident(yn.nspname) || '.' || pg_catalog.quote_ident(y.typname) END FROM pg_catalog.pg_type y JOIN pg_catalog.pg_namespace yn ON yn.oid = y.typnamespace WHERE y.oid = c.casttarget) || ')',
+       pg_catalog.quote_ident(pn.nspname) || '.' || pg_catalog.quote_ident(p.proname) || '(' || pg_catalog.pg_get_function_identity_arguments(p.oid) || ')', o.rolname::pg_catalog.text
+FROM t JOIN pg_catalog.pg_cast c ON c.castsource = t.oid OR c.casttarget = t.oid
+JOIN pg_catalog.pg_proc p ON p.oid = c.castfunc
+JOIN pg_catalog.pg_namespace pn ON pn.oid = p.pronamespace
+JOIN pg_catalog.pg_roles o ON o.oid = p.proowner
+WHERE ` + userCast + `
+ORDER BY 1, 2`
+)

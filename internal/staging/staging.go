@@ -766,7 +766,11 @@ func (w *Worker) detectDisruptions(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if !disrupted && suspects == 0 && !fnsChanged {
+	casts, err := funcwatch.CastReaders(ctx, w.Pool, w.Cat)
+	if err != nil {
+		return err
+	}
+	if !disrupted && suspects == 0 && !fnsChanged && len(casts) == 0 {
 		return nil
 	}
 	var fix []int
@@ -785,6 +789,20 @@ func (w *Worker) detectDisruptions(ctx context.Context) error {
 		if len(found) > 0 {
 			if _, err := tx.Exec(ctx, w.Cat.SQL(sqlBumpGen)); err != nil {
 				return err
+			}
+		}
+		if len(casts) > 0 {
+			paused, err := funcwatch.PauseCastReaders(ctx, tx, w.Cat)
+			if err != nil {
+				return err
+			}
+			for id, reason := range paused {
+				w.Logger.Error("a cast on a source column's type would run inside Trellis's statements; its reader is paused", "transform_id", id, "reason", reason)
+			}
+			if len(paused) > 0 {
+				if _, err := tx.Exec(ctx, w.Cat.SQL(sqlBumpGen)); err != nil {
+					return err
+				}
 			}
 		}
 		if fnsChanged {
