@@ -748,8 +748,10 @@ func (w *Worker) recordWait(ctx context.Context, s catalog.Source, attempt int) 
 // detectDisruptions pauses the readers of sources whose capture was
 // changed outside Trellis, and (checkReads) those reading a source column
 // that was dropped or a source that lost its primary key; then it fits
-// capture to the columns its tables still have (fixCapture), and
-// re-derives the targets whose functions were replaced (rederive).
+// capture to the columns its tables still have (fixCapture),
+// re-derives the targets whose functions were replaced (rederive), and
+// pauses the readers of a type that gained a user's cast to or from text
+// (funcwatch.CastReaders, decision 0034).
 func (w *Worker) detectDisruptions(ctx context.Context) error {
 	// Both checks run first without the DDL lock, which waits for every
 	// drain page in flight and holds new ones back: almost every pass finds
