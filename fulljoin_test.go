@@ -241,3 +241,47 @@ func TestFullJoinQuarantineAlterDump(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, dump, "FULL JOIN rights r ON r.g = l.g")
 }
+
+// A join reads only the old values of the columns its definition reads:
+// a column another transform captures on the same table, retyped to a
+// type its old values cannot be matched with (text to integer), halts no
+// FULL JOIN or join of three tables that never reads it (they halted with
+// "UNION types text and integer cannot be matched", naming no column).
+func TestJoinsIgnoreRetypeOfColumnsOthersCapture(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE jq (id int PRIMARY KEY, v int, w text, z text)`)
+	e.exec(`CREATE TABLE jr (id int PRIMARY KEY, v int)`)
+	e.exec(`CREATE TABLE js (id int PRIMARY KEY, n int)`)
+	e.exec(`INSERT INTO jq SELECT g, g % 4, 'b', 'z' || g FROM generate_series(1, 12) g`)
+	e.exec(`INSERT INTO jr SELECT g, g % 3 FROM generate_series(1, 8) g`)
+	e.exec(`INSERT INTO js SELECT g, g FROM generate_series(1, 10) g`)
+	c := e.engine()
+	defs := []struct{ stmt, target, recompute string }{
+		{`TRANSFORM jfull FROM jq x FULL JOIN jr y ON x.v = y.v SELECT x.id AS xid, y.id AS yid, x.z`,
+			"jfull", `SELECT x.id AS xid, y.id AS yid, x.z FROM jq x FULL JOIN jr y ON x.v = y.v`},
+		{`TRANSFORM jthree FROM jr y JOIN jq x ON x.v = y.v LEFT JOIN js s ON s.id = x.id SELECT y.id AS yid, x.id AS xid, s.n`,
+			"jthree", `SELECT y.id AS yid, x.id AS xid, s.n FROM jr y JOIN jq x ON x.v = y.v LEFT JOIN js s ON s.id = x.id`},
+		// Reads w of jq: capture records its old values.
+		{`TRANSFORM jother FROM jq SELECT v, w UNION SELECT v, 'r' FROM jr`,
+			"jother", `SELECT v, w FROM jq UNION SELECT v, 'r' FROM jr`},
+	}
+	for _, d := range defs {
+		_, err := c.Define(e.ctx, d.stmt)
+		require.NoError(t, err, d.stmt)
+	}
+	for _, d := range defs {
+		e.waitState(c, d.target, trellis.StateLive)
+	}
+	e.exec(`ALTER TABLE jq ALTER COLUMN w TYPE int USING 7`)
+	e.exec(`UPDATE jq SET v = v + 1 WHERE id < 6`)
+	e.exec(`DELETE FROM jq WHERE id = 8`)
+	e.converge(c)
+	for _, d := range defs {
+		st, err := c.Status(e.ctx, d.target)
+		require.NoError(t, err)
+		require.Equal(t, trellis.StateLive, st.State, "%s: %s", d.target, st.PausedReason)
+		require.Nil(t, st.DrainFailure, d.target)
+		e.assertMatches(d.target, d.recompute)
+	}
+}
