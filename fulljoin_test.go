@@ -261,7 +261,7 @@ func TestJoinsIgnoreRetypeOfColumnsOthersCapture(t *testing.T) {
 		{`TRANSFORM jfull FROM jq x FULL JOIN jr y ON x.v = y.v SELECT x.id AS xid, y.id AS yid, x.z`,
 			"jfull", `SELECT x.id AS xid, y.id AS yid, x.z FROM jq x FULL JOIN jr y ON x.v = y.v`},
 		{`TRANSFORM jthree FROM jr y JOIN jq x ON x.v = y.v LEFT JOIN js s ON s.id = x.id SELECT y.id AS yid, x.id AS xid, s.n`,
-			"jthree", `SELECT y.id AS yid, x.id AS xid, s.n FROM jr y JOIN jq x ON x.v = y.v LEFT JOIN js s ON s.id = x.id`},
+			"(SELECT yid, xid, n FROM jthree) x", `SELECT y.id AS yid, x.id AS xid, s.n FROM jr y JOIN jq x ON x.v = y.v LEFT JOIN js s ON s.id = x.id`},
 		// Reads w of jq: capture records its old values.
 		{`TRANSFORM jother FROM jq SELECT v, w UNION SELECT v, 'r' FROM jr`,
 			"jother", `SELECT v, w FROM jq UNION SELECT v, 'r' FROM jr`},
@@ -270,18 +270,28 @@ func TestJoinsIgnoreRetypeOfColumnsOthersCapture(t *testing.T) {
 		_, err := c.Define(e.ctx, d.stmt)
 		require.NoError(t, err, d.stmt)
 	}
+	name := func(target string) string {
+		if target[0] == '(' {
+			return "jthree"
+		}
+		return target
+	}
 	for _, d := range defs {
-		e.waitState(c, d.target, trellis.StateLive)
+		e.waitState(c, name(d.target), trellis.StateLive)
+		e.assertMatches(d.target, d.recompute)
 	}
 	e.exec(`ALTER TABLE jq ALTER COLUMN w TYPE int USING 7`)
 	e.exec(`UPDATE jq SET v = v + 1 WHERE id < 6`)
 	e.exec(`DELETE FROM jq WHERE id = 8`)
 	e.converge(c)
 	for _, d := range defs {
-		st, err := c.Status(e.ctx, d.target)
+		st, err := c.Status(e.ctx, name(d.target))
 		require.NoError(t, err)
 		require.Equal(t, trellis.StateLive, st.State, "%s: %s", d.target, st.PausedReason)
 		require.Nil(t, st.DrainFailure, d.target)
-		e.assertMatches(d.target, d.recompute)
+		if d.target != "jother" {
+			// jother's own query no longer runs ('r' is no integer).
+			e.assertMatches(d.target, d.recompute)
+		}
 	}
 }

@@ -97,9 +97,20 @@ func (p *Plan) edgeOn(x, y int) string {
 // rows' captured columns: their old values and their current rows (as
 // c.Part asks).
 func (p *Plan) images(c Changes, pos int) string {
-	a := aliasOf(p.sourceAt(pos))
+	src := p.sourceAt(pos)
+	a := aliasOf(src)
+	// Only the columns the definition reads of the table: capture records
+	// those of every transform reading it, and one retyped since (text to
+	// integer) would fail the UNION of its recorded and current types.
+	read := append(append(append([]string(nil), src.Reads...), src.Needs...), src.KeyCols...)
+	if pos == 0 {
+		read = append(read, p.Spec.Reads...)
+	}
 	var old, cur []string
 	for i, col := range c.CapCols {
+		if len(read) > len(src.KeyCols) && !slices.Contains(read, col) {
+			continue
+		}
 		old = append(old, fmt.Sprintf("v%d::%s AS %s", i+1, c.CapTypes[i], ident.Quote(col)))
 		cur = append(cur, ident.Quote(a)+"."+ident.Quote(col))
 	}
