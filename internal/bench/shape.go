@@ -159,7 +159,10 @@ func shapeOf(name string) shape {
 			name:       DistinctOn,
 			definition: "SELECT DISTINCT ON (grp) grp, id AS best, v FROM %[1]s ORDER BY grp, v DESC, id",
 			keys:       []string{"grp"}, vals: []string{"best", "v"},
-			pollKey: "best", pollVal: "v",
+			// Polled by group: a later write to another row of the
+			// group takes its place as best, so the first write's
+			// row may never show; the group's v only grows.
+			pollKey: "grp", pollVal: "v",
 		}
 	case Having:
 		return shape{
@@ -382,6 +385,7 @@ func (e *env) mismatches(ctx context.Context) (int64, error) {
 // only grow.
 type prober struct {
 	groups bool
+	best   bool            // distincton: the group's best row, polled by group
 	global bool            // one group of every row, polled as key 0
 	rowV   map[int64]int64 // groupby: every written row's v (absent: 0)
 	total  map[int64]int64 // groupby: every written group's sum(v)
@@ -389,12 +393,17 @@ type prober struct {
 
 func (e *env) prober() *prober {
 	n := e.shape.name
-	return &prober{groups: n == GroupBy || n == Having || n == Global || n == CTE, global: n == Global, rowV: map[int64]int64{}, total: map[int64]int64{}}
+	return &prober{groups: n == GroupBy || n == Having || n == Global || n == CTE, best: n == DistinctOn, global: n == Global, rowV: map[int64]int64{}, total: map[int64]int64{}}
 }
 
 // wrote records that row id now has v and returns the target key to poll
 // and the least value its pollVal column must show.
 func (p *prober) wrote(id, v int64) (key, want int64) {
+	if p.best {
+		// v is larger than any value before: the group's best row
+		// has at least v once the write has reached the target.
+		return id % shapeGroups, v
+	}
 	if !p.groups {
 		return id, v
 	}
