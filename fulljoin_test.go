@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -138,34 +137,12 @@ func TestFullJoinsConverge(t *testing.T) {
 		requireConsistent(t, d.target, e.selfCheck(c, d.target, trellis.SelfCheckStrict))
 	}
 
-	var writes atomic.Int64
-	quit := make(chan struct{})
-	errc := make(chan error, 4)
-	var wg sync.WaitGroup
-	for i := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errc <- writeFullJoinSources(e.ctx, e.db, uint64(90+i), quit, &writes)
-		}()
-	}
-	e.writesPast(&writes, 400)
-	close(quit)
-	wg.Wait()
-	close(errc)
-	for err := range errc {
-		require.NoError(t, err)
-	}
+	writes := e.writeConcurrently(4, 90, 400, writeFullJoinSources)
 	e.converge(c)
 	for _, d := range fullJoins {
-		e.assertMatches(d.target, d.recompute)
-		st, err := c.Status(e.ctx, d.target)
-		require.NoError(t, err)
-		require.Equal(t, trellis.StateLive, st.State, d.target)
-		require.Nil(t, st.DrainFailure, d.target)
-		requireConsistent(t, d.target, e.selfCheck(c, d.target, trellis.SelfCheckStrict))
+		e.requireLiveAndExact(c, d.target, d.recompute)
 	}
-	t.Logf("%d write transactions", writes.Load())
+	t.Logf("%d write transactions", writes)
 
 	// Both sides emptied, then refilled.
 	e.exec(`DELETE FROM lefts`)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -110,6 +111,50 @@ func (e *env) writesPast(writes *atomic.Int64, n int64) {
 	e.t.Helper()
 	target := writes.Load() + n
 	e.eventually(fmt.Sprintf("%d more writes", n), func() bool { return writes.Load() >= target })
+}
+
+// sourceWriter commits write transactions on a test's tables, its random
+// stream picked by seed, counting them in writes, until stop is closed.
+type sourceWriter func(ctx context.Context, pool *pgxpool.Pool, seed uint64, stop <-chan struct{}, writes *atomic.Int64) error
+
+// writeConcurrently runs n writers (seeds seed to seed+n-1) until past more
+// write transactions have committed, stops them and requires that none
+// failed. It returns the write transactions committed in all.
+func (e *env) writeConcurrently(n int, seed uint64, past int64, w sourceWriter) int64 {
+	e.t.Helper()
+	var writes atomic.Int64
+	quit := make(chan struct{})
+	errc := make(chan error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errc <- w(e.ctx, e.db, seed+uint64(i), quit, &writes)
+		}()
+	}
+	e.writesPast(&writes, past)
+	close(quit)
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		require.NoError(e.t, err)
+	}
+	return writes.Load()
+}
+
+// requireLiveAndExact requires that target equals its fresh recompute
+// (both ways), is live with no drain failure and passes a strict
+// self-check. It returns the target's status.
+func (e *env) requireLiveAndExact(c *trellis.Client, target, recompute string) *trellis.Status {
+	e.t.Helper()
+	e.assertMatches(target, recompute)
+	st, err := c.Status(e.ctx, target)
+	require.NoError(e.t, err)
+	require.Equal(e.t, trellis.StateLive, st.State, target)
+	require.Nil(e.t, st.DrainFailure, target)
+	requireConsistent(e.t, target, e.selfCheck(c, target, trellis.SelfCheckStrict))
+	return st
 }
 
 // converge waits until everything committed so far reached the targets.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -97,35 +96,13 @@ func TestSemiJoinsConverge(t *testing.T) {
 		e.fixIndexGaps(c, d.target)
 	}
 
-	var writes atomic.Int64
-	quit := make(chan struct{})
-	errc := make(chan error, 4)
-	var wg sync.WaitGroup
-	for i := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errc <- writeJoinSources(e.ctx, e.db, uint64(80+i), quit, &writes)
-		}()
-	}
-	e.writesPast(&writes, 400)
-	close(quit)
-	wg.Wait()
-	close(errc)
-	for err := range errc {
-		require.NoError(t, err)
-	}
+	writes := e.writeConcurrently(4, 80, 400, writeJoinSources)
 	e.converge(c)
 	for _, d := range semiJoins {
-		e.assertMatches(d.target, d.recompute)
-		st, err := c.Status(e.ctx, d.target)
-		require.NoError(t, err)
-		require.Equal(t, trellis.StateLive, st.State, d.target)
-		require.Nil(t, st.DrainFailure, d.target)
+		st := e.requireLiveAndExact(c, d.target, d.recompute)
 		require.Empty(t, st.SourceIndexGaps, d.target)
-		requireConsistent(t, d.target, e.selfCheck(c, d.target, trellis.SelfCheckStrict))
 	}
-	t.Logf("%d write transactions", writes.Load())
+	t.Logf("%d write transactions", writes)
 }
 
 func createJoinSources(e *env) {
@@ -241,34 +218,12 @@ func TestMultiJoinsConverge(t *testing.T) {
 		require.Empty(t, st.SourceIndexGaps, d.target)
 	}
 
-	var writes atomic.Int64
-	quit := make(chan struct{})
-	errc := make(chan error, 4)
-	var wg sync.WaitGroup
-	for i := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errc <- writeJoinSources(e.ctx, e.db, uint64(40+i), quit, &writes)
-		}()
-	}
-	e.writesPast(&writes, 400)
-	close(quit)
-	wg.Wait()
-	close(errc)
-	for err := range errc {
-		require.NoError(t, err)
-	}
+	writes := e.writeConcurrently(4, 40, 400, writeJoinSources)
 	e.converge(c)
 	for _, d := range multiJoins {
-		e.assertMatches(d.target, d.recompute)
-		st, err := c.Status(e.ctx, d.target)
-		require.NoError(t, err)
-		require.Equal(t, trellis.StateLive, st.State, d.target)
-		require.Nil(t, st.DrainFailure, d.target)
-		requireConsistent(t, d.target, e.selfCheck(c, d.target, trellis.SelfCheckStrict))
+		e.requireLiveAndExact(c, d.target, d.recompute)
 	}
-	t.Logf("%d write transactions", writes.Load())
+	t.Logf("%d write transactions", writes)
 }
 
 // TestMultiJoinAlterChainDump alters a three-table join and a semi-join

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -127,32 +126,10 @@ func TestWindowChainsConverge(t *testing.T) {
 	requireCode(t, err, trellis.CodeValidation)
 	require.Contains(t, err.Error(), "define the aggregate as a transform and the window over its target")
 
-	var writes atomic.Int64
-	quit := make(chan struct{})
-	errc := make(chan error, 3)
-	var wg sync.WaitGroup
-	for i := range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errc <- writeWindowChainSources(e.ctx, e.db, uint64(70+i), quit, &writes)
-		}()
-	}
-	e.writesPast(&writes, 300)
-	close(quit)
-	wg.Wait()
-	close(errc)
-	for err := range errc {
-		require.NoError(t, err)
-	}
+	writes := e.writeConcurrently(3, 70, 300, writeWindowChainSources)
 	e.converge(c)
 	for _, d := range windowChains {
-		e.assertMatches(d.target, d.recompute)
-		st, err := c.Status(e.ctx, d.target)
-		require.NoError(t, err)
-		require.Equal(t, trellis.StateLive, st.State, d.target)
-		require.Nil(t, st.DrainFailure, d.target)
-		requireConsistent(t, d.target, e.selfCheck(c, d.target, trellis.SelfCheckStrict))
+		e.requireLiveAndExact(c, d.target, d.recompute)
 	}
-	t.Logf("%d write transactions", writes.Load())
+	t.Logf("%d write transactions", writes)
 }
