@@ -167,7 +167,6 @@ func CompileSetOp(tree *grammar.SetNode, branches []*grammar.Transform, tables [
 		spec.SetOp.Tree = tree
 		spec.Having = presence(tree)
 	}
-	spec.Source = br[0].Source
 	needs := make([][]string, len(branches))
 	for i, b := range branches {
 		var reads []string
