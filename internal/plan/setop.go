@@ -203,12 +203,9 @@ func CompileSetOp(tree *grammar.SetNode, branches []*grammar.Transform, tables [
 // (UNION: in either, INTERSECT: in both, EXCEPT: in the left, not the
 // right). "" for a tree of UNIONs, which keeps every row.
 func presence(tree *grammar.SetNode) string {
-	onlyUnion := func(n *grammar.SetNode) bool {
-		var walk func(*grammar.SetNode) bool
-		walk = func(n *grammar.SetNode) bool {
-			return n.Op == "" || (n.Op == grammar.SetUnion && walk(n.Left) && walk(n.Right))
-		}
-		return walk(n)
+	var onlyUnion func(*grammar.SetNode) bool
+	onlyUnion = func(n *grammar.SetNode) bool {
+		return n.Op == "" || (n.Op == grammar.SetUnion && onlyUnion(n.Left) && onlyUnion(n.Right))
 	}
 	if onlyUnion(tree) {
 		return ""
