@@ -289,11 +289,14 @@ func (p *Plan) slotType(c Column) string {
 func (p *Plan) AffectedBranch(c Changes, pos, buckets int) string {
 	b := p.Spec.SetOp.Branches[pos]
 	a := aliasOf(b.Source)
-	typed := func(j int, expr string) string {
+	// The branch's key expressions, cast to the key's types once the
+	// target has recorded them.
+	exprs := make([]string, len(b.Keys))
+	for j, e := range b.Keys {
+		exprs[j] = e
 		if t := p.Spec.Key[j].Type; t != "" {
-			return "(" + expr + ")::" + t
+			exprs[j] = "(" + e + ")::" + t
 		}
-		return expr
 	}
 	if p.Spec.SetOp.All {
 		// The changed keys, as the branch's table types them.
@@ -301,19 +304,13 @@ func (p *Plan) AffectedBranch(c Changes, pos, buckets int) string {
 		for i, k := range b.Source.KeyCols {
 			keys = append(keys, fmt.Sprintf("chg.k%d::%s AS %s", i+1, b.Source.KeyTypes[i], ident.Quote(k)))
 		}
-		exprs := make([]string, len(b.Keys))
 		for j, e := range b.Keys {
-			exprs[j] = typed(j, e)
 			if e == "NULL" && p.Spec.Key[j].Type == "" {
 				exprs[j] = "NULL::text"
 			}
 		}
 		return fmt.Sprintf("WITH %s SELECT DISTINCT %s FROM (SELECT %s FROM chg) AS %s",
 			c.cte(), textWithBucket(exprs, buckets), strings.Join(keys, ", "), ident.Quote(a))
-	}
-	exprs := make([]string, len(b.Keys))
-	for j, e := range b.Keys {
-		exprs[j] = typed(j, e)
 	}
 	where := ""
 	if b.Where != "" {
