@@ -3,13 +3,11 @@ package engine
 import (
 	"cmp"
 	"context"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/trellis-pg/trellis/internal/errs"
 	"github.com/trellis-pg/trellis/internal/grammar"
-	"github.com/trellis-pg/trellis/internal/ident"
 	"github.com/trellis-pg/trellis/internal/plan"
 	"github.com/trellis-pg/trellis/trellistype"
 )
@@ -68,13 +66,7 @@ func setOpIndexes(spec plan.Spec) []neededIndex {
 	for _, b := range spec.SetOp.Branches {
 		expr := b.Keys[0]
 		gap := trellistype.SourceIndexGap{Table: b.Source.Schema + "." + b.Source.Table, Columns: exprColumns([]string{expr}), Role: trellistype.RoleGroupBy, OptedOut: spec.WithoutSourceIndex}
-		col := gap.Columns[0]
-		if plainColumn.MatchString(col) && !strings.ContainsAny(col, "( ") {
-			col = ident.Quote(col)
-		} else {
-			col = "(" + col + ")"
-		}
-		gap.Fix = "CREATE INDEX ON " + ident.Qualified(b.Source.Schema, b.Source.Table) + " (" + col + ");"
+		gap.Fix = indexFixText(b.Source.Schema, b.Source.Table, gap.Columns)
 		out = append(out, neededIndex{gap: gap, alias: cmp.Or(b.Source.Alias, b.Source.Table), exprs: []string{expr}})
 	}
 	return out

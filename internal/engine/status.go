@@ -127,17 +127,23 @@ func gapsOf(spec plan.Spec) []trellistype.SourceIndexGap {
 	for i := range out {
 		out[i].OptedOut = spec.WithoutSourceIndex
 		schema, name, _ := strings.Cut(out[i].Table, ".")
-		var parts []string
-		for _, c := range out[i].Columns {
-			if plainColumn.MatchString(c) && !strings.ContainsAny(c, "( ") {
-				parts = append(parts, ident.Quote(c))
-			} else {
-				parts = append(parts, "("+c+")")
-			}
-		}
-		out[i].Fix = fmt.Sprintf("CREATE INDEX ON %s (%s);", ident.Qualified(schema, name), strings.Join(parts, ", "))
+		out[i].Fix = indexFixText(schema, name, out[i].Columns)
 	}
 	return out
+}
+
+// indexFixText writes the CREATE INDEX of columns (exprColumns) of a
+// table: a plain column quoted, anything else in parentheses.
+func indexFixText(schema, name string, cols []string) string {
+	var parts []string
+	for _, c := range cols {
+		if plainColumn.MatchString(c) && !strings.ContainsAny(c, "( ") {
+			parts = append(parts, ident.Quote(c))
+		} else {
+			parts = append(parts, "("+c+")")
+		}
+	}
+	return fmt.Sprintf("CREATE INDEX ON %s (%s);", ident.Qualified(schema, name), strings.Join(parts, ", "))
 }
 
 // exprColumns names the index columns for expressions: a plain column
