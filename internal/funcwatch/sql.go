@@ -112,6 +112,21 @@ const userCast = `c.castmethod = 'f'
   AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
                   WHERE d.classid = 'pg_catalog.pg_cast'::pg_catalog.regclass AND d.objid = c.oid AND d.deptype = 'e')`
 
+// castTypeOf names a type of a pg_cast c, qualified outside pg_catalog:
+// it is completed by the column (castsource or casttarget) and ")".
+const castTypeOf = `(SELECT CASE WHEN y.typnamespace = 'pg_catalog'::pg_catalog.regnamespace THEN pg_catalog.format_type(y.oid, NULL) ELSE pg_catalog.quote_ident(yn.nspname) || '.' || pg_catalog.quote_ident(y.typname) END FROM pg_catalog.pg_type y JOIN pg_catalog.pg_namespace yn ON yn.oid = y.typnamespace WHERE y.oid = c.`
+
+// castRow is the cast, its function and the function's owner, of the
+// casts of t that Trellis must not run (userCast): the select list past
+// what precedes it, through the WHERE condition.
+const castRow = `'(' || ` + castTypeOf + `castsource) || ' AS ' || ` + castTypeOf + `casttarget) || ')',
+       pg_catalog.quote_ident(pn.nspname) || '.' || pg_catalog.quote_ident(p.proname) || '(' || pg_catalog.pg_get_function_identity_arguments(p.oid) || ')', o.rolname::pg_catalog.text
+FROM t JOIN pg_catalog.pg_cast c ON c.castsource = t.oid OR c.casttarget = t.oid
+JOIN pg_catalog.pg_proc p ON p.oid = c.castfunc
+JOIN pg_catalog.pg_namespace pn ON pn.oid = p.pronamespace
+JOIN pg_catalog.pg_roles o ON o.oid = p.proowner
+WHERE ` + userCast
+
 const (
 	// sqlUserCasts lists the casts of types $1 (names) Trellis must not
 	// run: the cast, its function and the function's owner.
@@ -119,13 +134,7 @@ const (
 WITH RECURSIVE t0(oid) AS (
     SELECT pg_catalog.to_regtype(pg_catalog.split_part(u.name, ' /*', 1)) FROM pg_catalog.unnest($1::pg_catalog.text[]) AS u(name)
 ), ` + castTypes + `
-SELECT DISTINCT '(' || (SELECT CASE WHEN y.typnamespace = 'pg_catalog'::pg_catalog.regnamespace THEN pg_catalog.format_type(y.oid, NULL) ELSE pg_catalog.quote_ident(yn.nspname) || '.' || pg_catalog.quote_ident(y.typname) END FROM pg_catalog.pg_type y JOIN pg_catalog.pg_namespace yn ON yn.oid = y.typnamespace WHERE y.oid = c.castsource) || ' AS ' || (SELECT CASE WHEN y.typnamespace = 'pg_catalog'::pg_catalog.regnamespace THEN pg_catalog.format_type(y.oid, NULL) ELSE pg_catalog.quote_ident(yn.nspname) || '.' || pg_catalog.quote_ident(y.typname) END FROM pg_catalog.pg_type y JOIN pg_catalog.pg_namespace yn ON yn.oid = y.typnamespace WHERE y.oid = c.casttarget) || ')',
-       pg_catalog.quote_ident(pn.nspname) || '.' || pg_catalog.quote_ident(p.proname) || '(' || pg_catalog.pg_get_function_identity_arguments(p.oid) || ')', o.rolname::pg_catalog.text
-FROM t JOIN pg_catalog.pg_cast c ON c.castsource = t.oid OR c.casttarget = t.oid
-JOIN pg_catalog.pg_proc p ON p.oid = c.castfunc
-JOIN pg_catalog.pg_namespace pn ON pn.oid = p.pronamespace
-JOIN pg_catalog.pg_roles o ON o.oid = p.proowner
-WHERE ` + userCast + `
+SELECT DISTINCT ` + castRow + `
 ORDER BY 1`
 
 	// sqlCastReaders lists the transforms that are not paused, with a cast
@@ -146,12 +155,6 @@ WITH RECURSIVE r AS (
     CROSS JOIN LATERAL (VALUES (ty.typelem), (ty.typbasetype)) AS v(x)
     WHERE v.x <> 0
 )
-SELECT DISTINCT t.id, '(' || (SELECT CASE WHEN y.typnamespace = 'pg_catalog'::pg_catalog.regnamespace THEN pg_catalog.format_type(y.oid, NULL) ELSE pg_catalog.quote_ident(yn.nspname) || '.' || pg_catalog.quote_ident(y.typname) END FROM pg_catalog.pg_type y JOIN pg_catalog.pg_namespace yn ON yn.oid = y.typnamespace WHERE y.oid = c.castsource) || ' AS ' || (SELECT CASE WHEN y.typnamespace = 'pg_catalog'::pg_catalog.regnamespace THEN pg_catalog.format_type(y.oid, NULL) ELSE pg_catalog.quote_ident(yn.nspname) || '.' || pg_catalog.quote_ident(y.typname) END FROM pg_catalog.pg_type y JOIN pg_catalog.pg_namespace yn ON yn.oid = y.typnamespace WHERE y.oid = c.casttarget) || ')',
-       pg_catalog.quote_ident(pn.nspname) || '.' || pg_catalog.quote_ident(p.proname) || '(' || pg_catalog.pg_get_function_identity_arguments(p.oid) || ')', o.rolname::pg_catalog.text
-FROM t JOIN pg_catalog.pg_cast c ON c.castsource = t.oid OR c.casttarget = t.oid
-JOIN pg_catalog.pg_proc p ON p.oid = c.castfunc
-JOIN pg_catalog.pg_namespace pn ON pn.oid = p.pronamespace
-JOIN pg_catalog.pg_roles o ON o.oid = p.proowner
-WHERE ` + userCast + `
+SELECT DISTINCT t.id, ` + castRow + `
 ORDER BY 1, 2`
 )
