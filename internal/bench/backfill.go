@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -34,15 +33,7 @@ func (s *suite) backfill(ctx context.Context, e *env) ([]Result, error) {
 			if err := e.exec(ctx, fmt.Sprintf("CREATE TABLE %s AS %s", ctas, e.definition())); err != nil {
 				return err
 			}
-			key := strings.Join(e.shape.keys, ", ")
-			if key == "" {
-				key = "(true)" // a global aggregate's one row, as Trellis keys it
-			}
-			nulls := ""
-			if e.shape.name == FullJoin {
-				nulls = " NULLS NOT DISTINCT" // as Trellis keys it
-			}
-			return e.exec(ctx, fmt.Sprintf("CREATE UNIQUE INDEX ON %s (%s)%s", ctas, key, nulls))
+			return e.exec(ctx, e.keyIndex(ctas))
 		})
 		if err != nil {
 			return 0, err

@@ -146,18 +146,10 @@ func (s *suite) drain(ctx context.Context, e *env) ([]Result, error) {
 // cheapest statement that applies such a batch of updates.
 func (e *env) baselineUpsert(cp string) (create []string, upsert string) {
 	def := e.definition()
-	keys := strings.Join(e.shape.keys, ", ")
-	conflict := "(" + keys + ")"
-	if len(e.shape.keys) == 0 {
-		conflict = "((true))"
-	}
-	nulls := ""
-	if e.shape.name == FullJoin {
-		nulls = " NULLS NOT DISTINCT" // either key may be NULL, as in Trellis's target
-	}
+	conflict := e.keyTarget()
 	create = []string{
 		fmt.Sprintf("CREATE TABLE %s AS %s", cp, def),
-		fmt.Sprintf("CREATE UNIQUE INDEX ON %s %s%s", cp, conflict, nulls),
+		e.keyIndex(cp),
 		fmt.Sprintf("VACUUM (ANALYZE) %s", cp),
 	}
 	var cond string

@@ -287,6 +287,27 @@ func (e *env) definition() string {
 	return fmt.Sprintf(e.shape.definition, e.table("bench_src"), e.table("bench_customers"), e.table("bench_view"), e.table("bench_regions"))
 }
 
+// keyTarget is the shape's key as a unique index or ON CONFLICT names it,
+// as Trellis keys its target: its columns, or (true) for a global
+// aggregate's one row.
+func (e *env) keyTarget() string {
+	if len(e.shape.keys) == 0 {
+		return "((true))"
+	}
+	return "(" + strings.Join(e.shape.keys, ", ") + ")"
+}
+
+// keyIndex creates table's unique index on the shape's key, as Trellis
+// keys its target: NULLS NOT DISTINCT for the full join, either of whose
+// keys may be NULL.
+func (e *env) keyIndex(table string) string {
+	nulls := ""
+	if e.shape.name == FullJoin {
+		nulls = " NULLS NOT DISTINCT"
+	}
+	return fmt.Sprintf("CREATE UNIQUE INDEX ON %s %s%s", table, e.keyTarget(), nulls)
+}
+
 // createSource creates the shape's source tables, vacuumed and analysed:
 // bench_src with rows rows (ids 1..rows, v 0) and, for the shapes that
 // have one, the index on bench_src that Trellis asks for; for the join,
