@@ -98,6 +98,8 @@ func (l *Ledger) Changes(ctx context.Context, tx pgx.Tx, p *Page) ([]Change, err
 // reducer reduces a page's ledger rows to its distinct changes.
 type reducer struct {
 	out []Change
+	// keys holds each change's keyID, as out holds the change.
+	keys []string
 	// seen indexes out by source, key and old values; withVals holds,
 	// by source and key, the first change of the key with old values.
 	seen     map[string]int
@@ -148,6 +150,7 @@ func (r *reducer) add(c Change) {
 		r.withVals[key] = len(r.out)
 	}
 	r.out = append(r.out, c)
+	r.keys = append(r.keys, key)
 }
 
 // changes are the distinct changes added, less the changes without old
@@ -159,7 +162,7 @@ func (r *reducer) changes() []Change {
 		if c.Vals != nil || c.Key == nil {
 			continue
 		}
-		if j, ok := r.withVals[keyID(c)]; ok {
+		if j, ok := r.withVals[r.keys[i]]; ok {
 			keep[i] = false
 			r.out[j].Mislabeled = r.out[j].Mislabeled || c.Mislabeled
 		}
