@@ -127,6 +127,15 @@ func AsText(expr, typ string) string {
 	return "CASE WHEN " + expr + " IS NOT DISTINCT FROM NULL THEN NULL ELSE pg_catalog.format('%s', " + expr + ") END"
 }
 
+// typeAt is the type types records for column i, or "" (unknown, which
+// AsText renders as a type outside pg_catalog) when it records none.
+func typeAt(types []string, i int) string {
+	if i < len(types) {
+		return types[i]
+	}
+	return ""
+}
+
 // FunctionSQL is the CREATE OR REPLACE FUNCTION of a source's capture
 // function. It only appends to the ledger: no shared row is updated, so
 // writers of the table never serialise on Trellis, and it sends no
@@ -169,11 +178,7 @@ func (n Names) FunctionSQL(s catalog.Source) string {
 				parts[i] = "NULL::pg_catalog.text"
 				continue
 			}
-			typ := ""
-			if i < len(types) {
-				typ = types[i]
-			}
-			parts[i] = AsText(alias+"."+ident.Quote(k), typ)
+			parts[i] = AsText(alias+"."+ident.Quote(k), typeAt(types, i))
 		}
 		return "ARRAY[" + strings.Join(parts, ", ") + "]"
 	}
@@ -282,10 +287,7 @@ $trellis$`
 		}
 		same := make([]string, len(s.KeyCols))
 		for i, k := range s.KeyCols {
-			typ := ""
-			if i < len(s.KeyTypes) {
-				typ = s.KeyTypes[i]
-			}
+			typ := typeAt(s.KeyTypes, i)
 			same[i] = AsText("NEW."+ident.Quote(k), typ) + " IS NOT DISTINCT FROM " + AsText("OLD."+ident.Quote(k), typ)
 		}
 		return head + fmt.Sprintf(`  IF TG_OP = 'INSERT' THEN
