@@ -89,15 +89,15 @@ FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
 WHERE p.oid = ANY ($1::oid[]) AND l.lanname IN ('sql', 'plpgsql')
 ORDER BY 1`
 
-// castTypes expands a set of type oids t0(oid) into t(oid): each type, its
-// array element and its domain's base type, recursively (text cast to an
-// array of an enum casts each element; a cast to a domain is its base
-// type's).
+// castTypes expands a set of type oids t0(id, oid) into t(id, oid): each
+// type, its array element and its domain's base type, recursively (text
+// cast to an array of an enum casts each element; a cast to a domain is
+// its base type's), each with the id of the type it came from.
 const castTypes = `
-t(oid) AS (
-    SELECT oid FROM t0 WHERE oid IS NOT NULL
+t(id, oid) AS (
+    SELECT id, oid FROM t0 WHERE oid IS NOT NULL
     UNION
-    SELECT v.x FROM t JOIN pg_catalog.pg_type ty ON ty.oid = t.oid
+    SELECT t.id, v.x FROM t JOIN pg_catalog.pg_type ty ON ty.oid = t.oid
     CROSS JOIN LATERAL (VALUES (ty.typelem), (ty.typbasetype)) AS v(x)
     WHERE v.x <> 0
 )`
@@ -131,8 +131,8 @@ const (
 	// sqlUserCasts lists the casts of types $1 (names) Trellis must not
 	// run: the cast, its function and the function's owner.
 	sqlUserCasts = `
-WITH RECURSIVE t0(oid) AS (
-    SELECT pg_catalog.to_regtype(pg_catalog.split_part(u.name, ' /*', 1)) FROM pg_catalog.unnest($1::pg_catalog.text[]) AS u(name)
+WITH RECURSIVE t0(id, oid) AS (
+    SELECT 0, pg_catalog.to_regtype(pg_catalog.split_part(u.name, ' /*', 1)) FROM pg_catalog.unnest($1::pg_catalog.text[]) AS u(name)
 ), ` + castTypes + `
 SELECT DISTINCT ` + castRow + `
 ORDER BY 1`
@@ -148,13 +148,7 @@ WITH RECURSIVE r AS (
     WHERE t.state <> 'paused'
 ), t0(id, oid) AS (
     SELECT DISTINCT r.id, pg_catalog.to_regtype(pg_catalog.split_part(r.name, ' /*', 1)) FROM r
-), t(id, oid) AS (
-    SELECT id, oid FROM t0 WHERE oid IS NOT NULL
-    UNION
-    SELECT t.id, v.x FROM t JOIN pg_catalog.pg_type ty ON ty.oid = t.oid
-    CROSS JOIN LATERAL (VALUES (ty.typelem), (ty.typbasetype)) AS v(x)
-    WHERE v.x <> 0
-)
+), ` + castTypes + `
 SELECT DISTINCT t.id, ` + castRow + `
 ORDER BY 1, 2`
 )
