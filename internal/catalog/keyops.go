@@ -37,7 +37,7 @@ func KeyOps(ctx context.Context, q Querier, types []string) (map[string]*plan.Op
 func deriveOps(ctx context.Context, q Querier, spec *plan.Spec) error {
 	var ss, ts, cs []string
 	srcs := spec.Sources()
-	spec.EachOn(func(from, joined int, on plan.JoinOn) {
+	spec.EachOn(func(from, joined int, on *plan.JoinOn) {
 		ss = append(ss, srcs[from].Schema, srcs[joined].Schema)
 		ts = append(ts, srcs[from].Table, srcs[joined].Table)
 		cs = append(cs, on.From, on.Joined)

@@ -141,17 +141,18 @@ func (o *Op) typeOf(typ string) string {
 
 // EachOn calls fn with every ON condition of the definition (the joins'
 // and the semi-joins'), with the positions of the tables whose columns its
-// From and Joined name.
-func (s *Spec) EachOn(fn func(from, joined int, on JoinOn)) {
+// From and Joined name; fn may set the condition's Op.
+func (s *Spec) EachOn(fn func(from, joined int, on *JoinOn)) {
 	joins := s.JoinList()
 	for i, j := range joins {
-		for _, c := range j.On {
-			fn(j.To, i+1, c)
+		for c := range j.On {
+			fn(j.To, i+1, &j.On[c])
 		}
 	}
-	for i, sj := range s.Semis {
-		for _, c := range sj.On {
-			fn(sj.To, 1+len(joins)+i, c)
+	for i := range s.Semis {
+		sj := &s.Semis[i]
+		for c := range sj.On {
+			fn(sj.To, 1+len(joins)+i, &sj.On[c])
 		}
 	}
 }
@@ -167,7 +168,7 @@ func (s *Spec) OpTypes(colType func(pos int, col string) string) []string {
 	for _, k := range s.Key {
 		out = append(out, k.Type)
 	}
-	s.EachOn(func(from, joined int, on JoinOn) {
+	s.EachOn(func(from, joined int, on *JoinOn) {
 		out = append(out, colType(from, on.From), colType(joined, on.Joined))
 	})
 	return out
@@ -211,22 +212,13 @@ func (s *Spec) SetOps(ops map[string]*Op, colType func(pos int, col string) stri
 	for i := range s.Key {
 		s.Key[i].Op = get(s.Key[i].Type)
 	}
-	setOn := func(on []JoinOn, from, joined int) {
-		for i := range on {
-			a, b := get(colType(from, on[i].From)), get(colType(joined, on[i].Joined))
-			on[i].Op = nil
-			if a != nil && b != nil && *a == *b {
-				on[i].Op = a
-			}
+	s.EachOn(func(from, joined int, on *JoinOn) {
+		a, b := get(colType(from, on.From)), get(colType(joined, on.Joined))
+		on.Op = nil
+		if a != nil && b != nil && *a == *b {
+			on.Op = a
 		}
-	}
-	joins := s.JoinList()
-	for i, j := range joins {
-		setOn(j.On, j.To, i+1)
-	}
-	for i := range s.Semis {
-		setOn(s.Semis[i].On, s.Semis[i].To, 1+len(joins)+i)
-	}
+	})
 	s.OpSchemas = nil
 	for sc := range schemas {
 		s.OpSchemas = append(s.OpSchemas, sc)
@@ -252,6 +244,6 @@ func (s *Spec) OpsUnrecorded() bool {
 		}
 	}
 	recorded := false
-	s.EachOn(func(_, _ int, on JoinOn) { recorded = recorded || on.Op != nil })
+	s.EachOn(func(_, _ int, on *JoinOn) { recorded = recorded || on.Op != nil })
 	return !recorded
 }
