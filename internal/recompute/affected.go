@@ -57,12 +57,35 @@ func Affected(ctx context.Context, q catalog.Querier, t *catalog.Transform, pl *
 // queries of every position src holds (a table joined twice has two).
 func affectedMulti(ctx context.Context, q catalog.Querier, t *catalog.Transform, pl *plan.Plan, src int,
 	source func(id int) (*catalog.Source, error), changes []ledger.Change, part string, add func(key []*string, bucket int)) error {
+	// The FROM table's own keys are the units, unless they group or a FULL
+	// JOIN makes the other side's rows units too.
+	direct := pl.Kind() != plan.KindAggregate && !pl.Full()
+	return affectedPositions(ctx, q, t, src, source, changes, part, add, direct, func(ch plan.Changes, pos int) string {
+		return pl.AffectedAt(ch, pos, ledger.Buckets)
+	})
+}
+
+// affectedSetOp is Affected for a set operation: the queries of every
+// branch that reads src (a table read by two branches feeds both).
+func affectedSetOp(ctx context.Context, q catalog.Querier, t *catalog.Transform, pl *plan.Plan, src int,
+	source func(id int) (*catalog.Source, error), changes []ledger.Change, part string, add func(key []*string, bucket int)) error {
+	return affectedPositions(ctx, q, t, src, source, changes, part, add, false, func(ch plan.Changes, pos int) string {
+		return pl.AffectedBranch(ch, pos, ledger.Buckets)
+	})
+}
+
+// affectedPositions runs, for every position of the spec's sources that src
+// holds, the affected-keys query of that position (query). With direct,
+// position 0's changed keys are its target keys, with no query.
+func affectedPositions(ctx context.Context, q catalog.Querier, t *catalog.Transform, src int,
+	source func(id int) (*catalog.Source, error), changes []ledger.Change, part string, add func(key []*string, bucket int),
+	direct bool, query func(ch plan.Changes, pos int) string) error {
 	var s *catalog.Source
 	for pos, side := range t.Spec.Sources() {
 		if side.ID != src {
 			continue
 		}
-		if pos == 0 && pl.Kind() != plan.KindAggregate && !pl.Full() {
+		if pos == 0 && direct {
 			for _, c := range changes {
 				add(Ptrs(c.Key), c.Bucket)
 			}
@@ -79,7 +102,7 @@ func affectedMulti(ctx context.Context, q catalog.Querier, t *catalog.Transform,
 		}
 		ch := plan.Changes{Source: side, CapCols: s.CapCols, CapTypes: s.CapTypes, Part: part}
 		args := ch.Args(len(changes), func(i int) ([]string, []*string) { return changes[i].Key, changes[i].Vals })
-		if err := runAffected(ctx, q, t, s, []string{pl.AffectedAt(ch, pos, ledger.Buckets)}, args, add); err != nil {
+		if err := runAffected(ctx, q, t, s, []string{query(ch, pos)}, args, add); err != nil {
 			return err
 		}
 	}
@@ -110,33 +133,6 @@ func runAffected(ctx context.Context, q catalog.Querier, t *catalog.Transform, s
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("finding what changes of %s touch in %s: %w", s.Name(), t.Target, err)
-		}
-	}
-	return nil
-}
-
-// affectedSetOp is Affected for a set operation: the queries of every
-// branch that reads src (a table read by two branches feeds both).
-func affectedSetOp(ctx context.Context, q catalog.Querier, t *catalog.Transform, pl *plan.Plan, src int,
-	source func(id int) (*catalog.Source, error), changes []ledger.Change, part string, add func(key []*string, bucket int)) error {
-	var s *catalog.Source
-	for pos, side := range t.Spec.Sources() {
-		if side.ID != src {
-			continue
-		}
-		if s == nil {
-			var err error
-			if s, err = source(src); err != nil {
-				return err
-			}
-			if s == nil {
-				return fmt.Errorf("source %d of %s is not in the catalog", src, t.Target)
-			}
-		}
-		ch := plan.Changes{Source: side, CapCols: s.CapCols, CapTypes: s.CapTypes, Part: part}
-		args := ch.Args(len(changes), func(i int) ([]string, []*string) { return changes[i].Key, changes[i].Vals })
-		if err := runAffected(ctx, q, t, s, []string{pl.AffectedBranch(ch, pos, ledger.Buckets)}, args, add); err != nil {
-			return err
 		}
 	}
 	return nil
