@@ -454,7 +454,7 @@ func (p *Plan) groupsStatements(withNulls bool) (groups, rows, query string) {
 	var tmatch, smatch, coarse, tcoarse []string
 	// Only a page with a NULL group gets the NULL branches: an OR there
 	// keeps a generic plan from using the array as an index condition.
-	anyOf := func(expr string, i int) string {
+	inGroups := func(expr string, i int) string {
 		if !withNulls {
 			return inParam(expr, i+1, types[i], ops[i])
 		}
@@ -465,8 +465,8 @@ func (p *Plan) groupsStatements(withNulls bool) (groups, rows, query string) {
 		q := ident.Quote(k.Name)
 		tmatch = append(tmatch, cmp("t."+q, "IS NOT DISTINCT FROM", "g."+gcols[i], ops[i]))
 		smatch = append(smatch, cmp("g."+gcols[i], "IS NOT DISTINCT FROM", "("+exprs[i]+")", ops[i]))
-		coarse = append(coarse, anyOf(exprs[i], i))
-		tcoarse = append(tcoarse, anyOf("t."+q, i))
+		coarse = append(coarse, inGroups(exprs[i], i))
+		tcoarse = append(tcoarse, inGroups("t."+q, i))
 	}
 	// The plain equalities let an index find the rows. With one key column
 	// they are exact; with several, a hashed IN matches the rows without
