@@ -86,7 +86,7 @@ func (p *Plan) recomputeFullKeys() []string {
 	params := p.fullParams()
 	keys, query := p.fullKeysParts()
 	part := func(from, to int, fromSide bool) string {
-		filter := p.unitFilter(fromSide)
+		filter := unitFilter(params, fromSide)
 		if to-from == 1 && !isArrayType(types[from]) {
 			// An array the planner cannot size keeps it on the target's
 			// key index (as a join's keyed recompute does).
@@ -104,10 +104,10 @@ func (p *Plan) recomputeFullKeys() []string {
 	return []string{p.shapeRecompute(keys, query, unit, false)}
 }
 
-// unitFilter selects, in the keys CTE k, the units of FROM keys (fromSide)
-// or those of joined keys.
-func (p *Plan) unitFilter(fromSide bool) string {
-	c := "k." + ident.Quote(p.fullParams()[0])
+// unitFilter selects, in the keys CTE k (of columns params, see
+// fullParams), the units of FROM keys (fromSide) or those of joined keys.
+func unitFilter(params []string, fromSide bool) string {
+	c := "k." + ident.Quote(params[0])
 	if fromSide {
 		return c + " IS NOT NULL"
 	}
