@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"flag"
+	"io"
 	"math"
 	"os"
 	"strings"
@@ -21,6 +22,29 @@ func TestMain(m *testing.M) { os.Exit(testsupport.Main(m)) }
 // time and no ratio.
 func TestBenchSmoke(t *testing.T) {
 	smoke(t, Options{Rows: 2000, Changes: 2000, Duration: time.Second})
+}
+
+// TestLatencyRunsOnRows checks that the latency benchmark writes to a
+// source of Options.Rows rows, not fewer (it was capped at 100,000, so its
+// figures were not the 1M-row data's the other benchmarks use).
+func TestLatencyRunsOnRows(t *testing.T) {
+	opts := Options{Only: []string{Latency}, Rows: 120_000, Duration: 300 * time.Millisecond}
+	opts.URL = testsupport.Database(t)
+	opts.Logf = t.Logf
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	results, err := RunResults(ctx, opts, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) == 0 {
+		t.Fatal("no latency figure")
+	}
+	for _, r := range results {
+		if r.Name == "latency/p50" && !strings.Contains(r.Notes, "to 120000 source rows") {
+			t.Errorf("%s: notes %q do not say the 120000 source rows written to", r.Name, r.Notes)
+		}
+	}
 }
 
 // TestBenchShapesSmoke is TestBenchSmoke for the GROUP BY and JOIN shapes,
