@@ -86,7 +86,6 @@ const (
 const (
 	writeConns      = 4                     // writer connections of the write benchmark
 	latencyRate     = 500                   // writes per second of the latency benchmark
-	latencyRows     = 100_000               // source rows of the latency benchmark (at most Rows)
 	latencyPoll     = time.Millisecond      // how often the latency poller looks at the target
 	latencyGrace    = 15 * time.Second      // how long probes may stay unresolved after the writer stops
 	drainStmtRows   = 10_000                // rows per UPDATE statement that builds the drain backlog
@@ -114,8 +113,8 @@ type Options struct {
 	URL string
 	// Only is the subset of All to run; empty runs all.
 	Only []string
-	// Rows is the number of source rows of the write and backfill
-	// benchmarks (the latency benchmark uses at most 100,000). Default
+	// Rows is the number of source rows of the write, latency and backfill
+	// benchmarks (the drain benchmark's source has Changes rows). Default
 	// 1,000,000.
 	Rows int
 	// Duration is the length of each measured phase of the write benchmark

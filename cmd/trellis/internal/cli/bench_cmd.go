@@ -89,7 +89,7 @@ a database, each benchmark creates and drops schemas of its own in it.`,
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&o.Only, "only", nil, "run only these benchmarks (comma-separated: "+strings.Join(bench.Known, ", ")+"; default: "+strings.Join(bench.All, ", ")+")")
-	f.IntVar(&o.Rows, "rows", bench.DefaultRows, "source rows of the write and backfill benchmarks")
+	f.IntVar(&o.Rows, "rows", bench.DefaultRows, "source rows of the write, latency and backfill benchmarks")
 	f.DurationVar(&o.Duration, "duration", bench.DefaultDuration, "length of each measured phase")
 	f.IntVar(&o.Changes, "changes", bench.DefaultChanges, "backlog of the drain benchmark, in changed rows")
 	f.StringVar(&o.Shape, "shape", bench.Projection, "the transform benchmarked: "+strings.Join(bench.Shapes, ", ")+
