@@ -345,71 +345,8 @@ var goldenCases = []goldenCase{
 // generates, section by section.
 func render(t *testing.T, c goldenCase) string {
 	t.Helper()
-	st, err := grammar.Parse(c.stmt)
-	require.NoError(t, err)
-	tr := st.(*grammar.Transform)
-	var spec Spec
-	var needs [][]string
-	if tr.SetOp != nil {
-		// A set operation: one table per branch.
-		first := *tr
-		first.SetOp = nil
-		var resolved []*grammar.Transform
-		for i, b := range append([]*grammar.Transform{&first}, tr.SetOp.Branches...) {
-			r, err := Resolve(b, c.tables[i:i+1])
-			require.NoError(t, err)
-			resolved = append(resolved, r)
-		}
-		spec, needs, err = CompileSetOp(tr.SetOp.Tree, resolved, c.tables, tr.WithoutSourceIndex)
-		require.NoError(t, err)
-	} else {
-		tr, err = Resolve(tr, c.tables)
-		require.NoError(t, err)
-		spec, needs, err = Compile(tr, c.tables)
-		require.NoError(t, err)
-	}
-	for _, a := range c.alter {
-		st, err := grammar.Parse(a)
-		require.NoError(t, err)
-		alt := st.(*grammar.Alter)
-		if alt.Action == grammar.AlterAddColumn {
-			spec, err = AddColumn(spec, alt.Column, c.tables)
-			require.NoError(t, err)
-		} else {
-			spec = DropColumn(spec, alt.Column.Name)
-		}
-	}
-	for i := range spec.Key {
-		spec.Key[i].Type = c.types[spec.Key[i].Name]
-	}
-	for i := range spec.Columns {
-		spec.Columns[i].Type = c.types[spec.Columns[i].Name]
-		for _, p := range c.paused {
-			if spec.Columns[i].Name == p {
-				spec.Columns[i].Paused = true
-			}
-		}
-	}
-	if c.ops != nil {
-		spec.SetOps(c.ops, func(pos int, col string) string { return c.tables[pos].Columns[col] })
-	}
-	spec.Source.ID = 1
-	for i, j := range spec.JoinList() {
-		j.Source.ID = 2 + i
-	}
-	for i := range spec.Semis {
-		spec.Semis[i].Source.ID = 2 + len(spec.JoinList()) + i
-	}
-	if spec.SetOp != nil {
-		for i := range spec.SetOp.Branches {
-			spec.SetOp.Branches[i].Source.ID = 1 + i
-		}
-	}
-	pl := &Plan{Target: Target{Schema: "public", Name: tr.Target.Name}, Spec: spec}
-	if tr.Target.Schema != "" {
-		pl.Target.Schema = tr.Target.Schema
-	}
-
+	pl, needs := planOf(t, c)
+	spec := pl.Spec
 	var b strings.Builder
 	section := func(name string, sql ...string) {
 		fmt.Fprintf(&b, "-- %s\n", name)
@@ -586,4 +523,75 @@ func TestCompileRefuses(t *testing.T) {
 			require.Contains(t, e.Msg, tc.msg)
 		})
 	}
+}
+
+// planOf compiles a golden case into the plan the engine would build, with
+// the target's types recorded, and the old values each table captures.
+func planOf(t *testing.T, c goldenCase) (*Plan, [][]string) {
+	t.Helper()
+	st, err := grammar.Parse(c.stmt)
+	require.NoError(t, err)
+	tr := st.(*grammar.Transform)
+	var spec Spec
+	var needs [][]string
+	if tr.SetOp != nil {
+		// A set operation: one table per branch.
+		first := *tr
+		first.SetOp = nil
+		var resolved []*grammar.Transform
+		for i, b := range append([]*grammar.Transform{&first}, tr.SetOp.Branches...) {
+			r, err := Resolve(b, c.tables[i:i+1])
+			require.NoError(t, err)
+			resolved = append(resolved, r)
+		}
+		spec, needs, err = CompileSetOp(tr.SetOp.Tree, resolved, c.tables, tr.WithoutSourceIndex)
+		require.NoError(t, err)
+	} else {
+		tr, err = Resolve(tr, c.tables)
+		require.NoError(t, err)
+		spec, needs, err = Compile(tr, c.tables)
+		require.NoError(t, err)
+	}
+	for _, a := range c.alter {
+		st, err := grammar.Parse(a)
+		require.NoError(t, err)
+		alt := st.(*grammar.Alter)
+		if alt.Action == grammar.AlterAddColumn {
+			spec, err = AddColumn(spec, alt.Column, c.tables)
+			require.NoError(t, err)
+		} else {
+			spec = DropColumn(spec, alt.Column.Name)
+		}
+	}
+	for i := range spec.Key {
+		spec.Key[i].Type = c.types[spec.Key[i].Name]
+	}
+	for i := range spec.Columns {
+		spec.Columns[i].Type = c.types[spec.Columns[i].Name]
+		for _, p := range c.paused {
+			if spec.Columns[i].Name == p {
+				spec.Columns[i].Paused = true
+			}
+		}
+	}
+	if c.ops != nil {
+		spec.SetOps(c.ops, func(pos int, col string) string { return c.tables[pos].Columns[col] })
+	}
+	spec.Source.ID = 1
+	for i, j := range spec.JoinList() {
+		j.Source.ID = 2 + i
+	}
+	for i := range spec.Semis {
+		spec.Semis[i].Source.ID = 2 + len(spec.JoinList()) + i
+	}
+	if spec.SetOp != nil {
+		for i := range spec.SetOp.Branches {
+			spec.SetOp.Branches[i].Source.ID = 1 + i
+		}
+	}
+	pl := &Plan{Target: Target{Schema: "public", Name: tr.Target.Name}, Spec: spec}
+	if tr.Target.Schema != "" {
+		pl.Target.Schema = tr.Target.Schema
+	}
+	return pl, needs
 }

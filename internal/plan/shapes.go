@@ -465,6 +465,15 @@ func (p *Plan) groupsStatements(withNulls bool) (groups, rows, query string) {
 		q := ident.Quote(k.Name)
 		tmatch = append(tmatch, cmp("t."+q, "IS NOT DISTINCT FROM", "g."+gcols[i], ops[i]))
 		smatch = append(smatch, cmp("g."+gcols[i], "IS NOT DISTINCT FROM", "("+exprs[i]+")", ops[i]))
+		if i > 0 && p.Spec.SetOp != nil && !p.Spec.SetOp.All {
+			// The later columns of a UNION, INTERSECT or EXCEPT row are
+			// matched by the hashed IN below alone. As a filter, = ANY
+			// of a text[] parameter cast to an array is cast again and
+			// searched element by element for every row (in a generic
+			// plan): a cost quadratic in a page's keys. The index the
+			// recompute needs leads with the first column.
+			continue
+		}
 		coarse = append(coarse, inGroups(exprs[i], i))
 		tcoarse = append(tcoarse, inGroups("t."+q, i))
 	}
