@@ -47,8 +47,8 @@ func (p *Plan) FailureScan(hasLower bool) string {
 		conds = append(conds, p.srcKeyCmp(">", 1))
 	}
 	var outs []string
-	for _, k := range p.Spec.Source.KeyCols {
-		outs = append(outs, "s."+ident.Quote(k)+"::text")
+	for i, k := range p.Spec.Source.KeyCols {
+		outs = append(outs, textOf("s."+ident.Quote(k), p.Spec.Source.KeyTypes[i]))
 	}
 	return fmt.Sprintf("SELECT %s, ROW(s.*) IS NULL FROM (SELECT %s FROM %s%s ORDER BY %s) s",
 		strings.Join(outs, ", "), p.selectList(), p.from(), p.where(conds...), strings.Join(p.srcKey(), ", "))
@@ -61,8 +61,8 @@ func (p *Plan) NextKey(hasLower bool) string {
 	if hasLower {
 		conds = append(conds, p.srcKeyCmp(">", 1))
 	}
-	for _, k := range p.srcKey() {
-		outs = append(outs, k+"::text")
+	for i, k := range p.srcKey() {
+		outs = append(outs, textOf(k, p.Spec.Source.KeyTypes[i]))
 	}
 	return fmt.Sprintf("SELECT %s FROM %s%s ORDER BY %s LIMIT 1", strings.Join(outs, ", "), p.from(),
 		p.where(conds...), strings.Join(p.srcKey(), ", "))

@@ -69,7 +69,7 @@ func (p *Plan) fullParams() []string {
 func (p *Plan) fullKeysParts() (keys, query string) {
 	_, types, ops, nFrom := p.fullUnit()
 	params := p.fullParams()
-	keys = "k AS (" + unnestTyped(1, params, types) + ")"
+	keys = "k AS (" + unnestParams(1, params, types) + ")"
 	first := ident.Quote(params[0])
 	fromUnits := inQuery(p.srcKey(), "SELECT "+ident.List(params[:nFrom])+" FROM k WHERE "+first+" IS NOT NULL", ops[:nFrom])
 	joinedUnits := p.srcKey()[0] + " IS NULL AND " +
@@ -143,7 +143,7 @@ func (p *Plan) fullAffected(c Changes, pos, buckets int) string {
 		if slot == pos {
 			var own []string
 			for i, t := range c.Source.KeyTypes {
-				own = append(own, fmt.Sprintf("k%d::%s", i+1, t))
+				own = append(own, fromKeyParam(fmt.Sprintf("k%d", i+1), t))
 			}
 			parts = append(parts, "SELECT "+padded(slot, own)+" FROM chg")
 			continue
@@ -160,7 +160,7 @@ func (p *Plan) fullAffected(c Changes, pos, buckets int) string {
 	for i := range cols {
 		cols[i] = fmt.Sprintf("g%d", i+1)
 	}
-	return fmt.Sprintf("WITH %s SELECT DISTINCT %s FROM (%s) AS grp(%s)", c.cte(), textWithBucket(cols, buckets), strings.Join(parts, " UNION "), strings.Join(cols, ", "))
+	return fmt.Sprintf("WITH %s SELECT DISTINCT %s FROM (%s) AS grp(%s)", c.cte(), textWithBucket(cols, types, buckets), strings.Join(parts, " UNION "), strings.Join(cols, ", "))
 }
 
 // fullShapeKeys lists, as text, every unit a FULL JOIN's target can have
@@ -168,11 +168,12 @@ func (p *Plan) fullAffected(c Changes, pos, buckets int) string {
 func (p *Plan) fullShapeKeys() string {
 	var cols []string
 	src := p.srcKey()
-	for _, k := range src {
-		cols = append(cols, k+"::text")
+	_, types, _, nFrom := p.fullUnit()
+	for i, k := range src {
+		cols = append(cols, textOf(k, types[i]))
 	}
-	for _, k := range p.joinedKey() {
-		cols = append(cols, "CASE WHEN "+src[0]+" IS NULL THEN "+k+"::text END")
+	for i, k := range p.joinedKey() {
+		cols = append(cols, "CASE WHEN "+src[0]+" IS NULL THEN "+textOf(k, types[nFrom+i])+" END")
 	}
 	return fmt.Sprintf("SELECT DISTINCT %s FROM %s", strings.Join(cols, ", "), p.fromClause())
 }

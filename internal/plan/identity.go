@@ -27,6 +27,9 @@ func identity(expr, typ string) string {
 	if equalityIsIdentity[typ] {
 		return expr
 	}
+	if userType(typ) {
+		return "(" + textOf("("+expr+")", typ) + `) COLLATE "C"`
+	}
 	return "(" + expr + `)::text COLLATE "C"`
 }
 

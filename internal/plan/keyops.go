@@ -247,3 +247,78 @@ func (s *Spec) OpsUnrecorded() bool {
 	s.EachOn(func(_, _ int, on *JoinOn) { recorded = recorded || on.Op != nil })
 	return !recorded
 }
+
+// A type outside pg_catalog (an enum, a domain, a composite or range of
+// another role's) may gain a cast to or from text at any time, created by
+// its owner, and a cast's function runs with the rights of whoever runs
+// the statement: the drain's role. So no statement renders a value of such
+// a type with a cast (decision 0037): it enters as a parameter of its own
+// type, whose text the type's input function reads (keyParam), and leaves
+// as the text its output function writes (textOf), the text capture
+// records. pg_catalog's types keep their casts: only the bootstrap
+// superuser could create one on them.
+
+// userType reports whether typ (as format_type names it under the pinned
+// search_path: qualified unless it is pg_catalog's) is outside pg_catalog.
+// An unknown type ("", a definition stored before types were recorded)
+// keeps the text forms it had.
+func userType(typ string) bool {
+	return strings.Contains(typ, ".")
+}
+
+// ownParam reports whether a parameter array of values of type typ is
+// typed typ[] itself: a type outside pg_catalog that is not an array (an
+// array of arrays is a two-dimensional array, which cannot hold arrays of
+// different lengths, so those stay text[] cast element by element). A
+// dropped column's type, marked by a comment (capture.Unrecorded), keeps
+// the cast too: it is read only where the definition reads the column.
+func ownParam(typ string) bool {
+	return userType(typ) && !isArrayType(typ) && !strings.Contains(typ, "/*")
+}
+
+// keyParam is the parameter $n, an array of values of type typ: typ[]
+// when ownParam, text[] otherwise. Every mention of $n in one statement
+// must use it, or the first would type $n and the others cast it.
+func keyParam(n int, typ string) string {
+	if ownParam(typ) {
+		return fmt.Sprintf("$%d::%s[]", n, typ)
+	}
+	return fmt.Sprintf("$%d::text[]", n)
+}
+
+// fromKeyParam is elem, an element of keyParam(_, typ), as a value of typ.
+func fromKeyParam(elem, typ string) string {
+	if ownParam(typ) || typ == "" {
+		return elem
+	}
+	return elem + "::" + typ
+}
+
+// textOf is the text of expr, a value of type typ, as capture renders it:
+// a cast to text for pg_catalog's types, else the type's output function
+// (format's %s), with NULL kept NULL (IS NOT DISTINCT FROM NULL tests the
+// value itself, also a composite of NULL fields).
+func textOf(expr, typ string) string {
+	if !userType(typ) {
+		return expr + "::text"
+	}
+	return "CASE WHEN (" + expr + ") IS NOT DISTINCT FROM NULL THEN NULL ELSE pg_catalog.format('%s', " + expr + ") END"
+}
+
+// unnestParams is "SELECT <elements> FROM ..." over the parameter arrays
+// $start.. of the given types, element i of each forming row i, named as
+// names: one array of a composite type is read by subscript, since unnest
+// would expand it into its fields.
+func unnestParams(start int, names, types []string) string {
+	if len(names) == 1 && ownParam(types[0]) {
+		arr := keyParam(start, types[0])
+		return fmt.Sprintf("SELECT (%s)[trellis_i] AS %s FROM pg_catalog.generate_subscripts(%s, 1) AS trellis_i", arr, ident.Quote(names[0]), arr)
+	}
+	var params, cols, elems []string
+	for i := range names {
+		params = append(params, keyParam(start+i, types[i]))
+		cols = append(cols, fmt.Sprintf("x%d", i+1))
+		elems = append(elems, fromKeyParam(fmt.Sprintf("u.x%d", i+1), types[i])+" AS "+ident.Quote(names[i]))
+	}
+	return fmt.Sprintf("SELECT %s FROM unnest(%s) AS u(%s)", strings.Join(elems, ", "), strings.Join(params, ", "), strings.Join(cols, ", "))
+}

@@ -111,7 +111,7 @@ func (p *Plan) images(c Changes, pos int) string {
 		if len(read) > len(src.KeyCols) && !slices.Contains(read, col) {
 			continue
 		}
-		old = append(old, fmt.Sprintf("v%d::%s AS %s", i+1, c.CapTypes[i], ident.Quote(col)))
+		old = append(old, fromKeyParam(fmt.Sprintf("v%d", i+1), c.CapTypes[i])+" AS "+ident.Quote(col))
 		cur = append(cur, ident.Quote(a)+"."+ident.Quote(col))
 	}
 	if len(old) == 0 {
@@ -166,5 +166,6 @@ func (p *Plan) AffectedAt(c Changes, pos, buckets int) string {
 	for i := range cols {
 		cols[i] = fmt.Sprintf("g%d", i+1)
 	}
-	return fmt.Sprintf("WITH %s SELECT DISTINCT %s FROM (%s) AS grp(%s)", c.cte(), textWithBucket(cols, buckets), strings.Join(parts, " UNION "), strings.Join(cols, ", "))
+	_, types := p.CheckUnit()
+	return fmt.Sprintf("WITH %s SELECT DISTINCT %s FROM (%s) AS grp(%s)", c.cte(), textWithBucket(cols, types, buckets), strings.Join(parts, " UNION "), strings.Join(cols, ", "))
 }

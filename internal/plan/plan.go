@@ -469,10 +469,11 @@ func (p *Plan) keyMatch(a, b string) string {
 // into typed columns named as the key columns.
 func (p *Plan) keysCTE() string {
 	var params, cols, casts []string
+	types := p.Spec.Source.KeyTypes
 	for i, k := range p.Spec.Source.KeyCols {
-		params = append(params, fmt.Sprintf("$%d::text[]", i+1))
+		params = append(params, keyParam(i+1, types[i]))
 		cols = append(cols, fmt.Sprintf("k%d", i+1))
-		casts = append(casts, fmt.Sprintf("u.k%d::%s AS %s", i+1, p.Spec.Source.KeyTypes[i], ident.Quote(k)))
+		casts = append(casts, fromKeyParam(fmt.Sprintf("u.k%d", i+1), types[i])+" AS "+ident.Quote(k))
 	}
 	return fmt.Sprintf("SELECT %s FROM unnest(%s) AS u(%s)", strings.Join(casts, ", "), strings.Join(params, ", "), strings.Join(cols, ", "))
 }
@@ -635,8 +636,8 @@ func (p *Plan) BuildBound(first bool, n int) string {
 		cond = " WHERE " + p.srcKeyCmp(">", 1)
 	}
 	var outs []string
-	for _, k := range p.srcKey() {
-		outs = append(outs, k+"::text")
+	for i, k := range p.srcKey() {
+		outs = append(outs, textOf(k, p.Spec.Source.KeyTypes[i]))
 	}
 	return fmt.Sprintf("SELECT %s FROM %s%s ORDER BY %s OFFSET %d LIMIT 1",
 		strings.Join(outs, ", "), p.from(), cond, strings.Join(p.srcKey(), ", "), n-1)
@@ -701,7 +702,7 @@ func (p *Plan) BuildPageKeys(hasLower, hasUpper, withTarget bool) string {
 	texts := func(cols []string) string {
 		out := make([]string, len(cols))
 		for i, c := range cols {
-			out[i] = c + "::text"
+			out[i] = textOf(c, p.Spec.Source.KeyTypes[i])
 		}
 		return strings.Join(out, ", ")
 	}
@@ -732,8 +733,8 @@ func (p *Plan) BuildPageNext(hasLower bool, n int) string {
 	src := fmt.Sprintf("SELECT %s FROM %s%s ORDER BY %s LIMIT %d",
 		p.selectList(), p.from(), p.where(conds...), strings.Join(p.srcKey(), ", "), n)
 	var texts, desc []string
-	for _, k := range p.Spec.Source.KeyCols {
-		texts = append(texts, ident.Quote(k)+"::text")
+	for i, k := range p.Spec.Source.KeyCols {
+		texts = append(texts, textOf(ident.Quote(k), p.Spec.Source.KeyTypes[i]))
 		desc = append(desc, ident.Quote(k)+" DESC")
 	}
 	return fmt.Sprintf("WITH ins AS (INSERT INTO %s (%s) %s RETURNING %s) SELECT count(*), (SELECT ARRAY[%s] FROM ins ORDER BY %s LIMIT 1) FROM ins",

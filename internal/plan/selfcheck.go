@@ -112,9 +112,9 @@ func (p *Plan) CheckPage(hasLower, hasUpper bool) string {
 		}
 		var params, as, casts []string
 		for i := range unitNames {
-			params = append(params, fmt.Sprintf("$%d::text[]", param()))
+			params = append(params, keyParam(param(), unitTypes[i]))
 			as = append(as, fmt.Sprintf("x%d", i+1))
-			casts = append(casts, fmt.Sprintf("u.x%d::%s AS u%d", i+1, unitTypes[i], i+1))
+			casts = append(casts, fmt.Sprintf("%s AS u%d", fromKeyParam(fmt.Sprintf("u.x%d", i+1), unitTypes[i]), i+1))
 		}
 		return fmt.Sprintf("%s AS (SELECT %s FROM unnest(%s) AS u(%s))", name, strings.Join(casts, ", "), strings.Join(params, ", "), strings.Join(as, ", "))
 	}
@@ -141,7 +141,7 @@ func (p *Plan) CheckPage(hasLower, hasUpper bool) string {
 		on = append(on, fmt.Sprintf("ARRAY[%s] = ARRAY[%s]", identity("t."+q, keyTypes[i]), identity("r."+q, keyTypes[i])))
 		jSel = append(jSel, fmt.Sprintf("CASE WHEN t.trellis_present THEN t.%s ELSE r.%s END AS trellis_k%d", q, q, i+1))
 		dKeys = append(dKeys, fmt.Sprintf("j.trellis_k%d", i+1))
-		keyTexts = append(keyTexts, fmt.Sprintf("j.trellis_k%d::text", i+1))
+		keyTexts = append(keyTexts, textOf(fmt.Sprintf("j.trellis_k%d", i+1), keyTypes[i]))
 		order = append(order, fmt.Sprintf("trellis_k%d", i+1))
 	}
 	var tv, rv, diffCols, tObj, rObj []string
@@ -152,8 +152,8 @@ func (p *Plan) CheckPage(hasLower, hasUpper bool) string {
 		rv = append(rv, identity("r."+q, colTypes[c]))
 		diffCols = append(diffCols, fmt.Sprintf("(%s, %s IS DISTINCT FROM %s)", ident.Literal(c),
 			identity(fmt.Sprintf("j.trellis_t%d", i+1), colTypes[c]), identity(fmt.Sprintf("j.trellis_r%d", i+1), colTypes[c])))
-		tObj = append(tObj, fmt.Sprintf("%s, j.trellis_t%d::text", ident.Literal(c), i+1))
-		rObj = append(rObj, fmt.Sprintf("%s, j.trellis_r%d::text", ident.Literal(c), i+1))
+		tObj = append(tObj, ident.Literal(c)+", "+textOf(fmt.Sprintf("j.trellis_t%d", i+1), colTypes[c]))
+		rObj = append(rObj, ident.Literal(c)+", "+textOf(fmt.Sprintf("j.trellis_r%d", i+1), colTypes[c]))
 	}
 	differs := "false"
 	if len(cols) > 0 {

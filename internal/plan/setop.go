@@ -302,7 +302,7 @@ func (p *Plan) AffectedBranch(c Changes, pos, buckets int) string {
 		// The changed keys, as the branch's table types them.
 		var keys []string
 		for i, k := range b.Source.KeyCols {
-			keys = append(keys, fmt.Sprintf("chg.k%d::%s AS %s", i+1, b.Source.KeyTypes[i], ident.Quote(k)))
+			keys = append(keys, fromKeyParam(fmt.Sprintf("chg.k%d", i+1), b.Source.KeyTypes[i])+" AS "+ident.Quote(k))
 		}
 		for j, e := range b.Keys {
 			if e == "NULL" && p.Spec.Key[j].Type == "" {
@@ -310,7 +310,7 @@ func (p *Plan) AffectedBranch(c Changes, pos, buckets int) string {
 			}
 		}
 		return fmt.Sprintf("WITH %s SELECT DISTINCT %s FROM (SELECT %s FROM chg) AS %s",
-			c.cte(), textWithBucket(exprs, buckets), strings.Join(keys, ", "), ident.Quote(a))
+			c.cte(), textWithBucket(exprs, p.setOpKeyTypes(), buckets), strings.Join(keys, ", "), ident.Quote(a))
 	}
 	where := ""
 	if b.Where != "" {
@@ -323,7 +323,7 @@ func (p *Plan) AffectedBranch(c Changes, pos, buckets int) string {
 	for i := range cols {
 		cols[i] = fmt.Sprintf("g%d", i+1)
 	}
-	return fmt.Sprintf("WITH %s SELECT DISTINCT %s FROM (%s) AS grp(%s)", c.cte(), textWithBucket(cols, buckets),
+	return fmt.Sprintf("WITH %s SELECT DISTINCT %s FROM (%s) AS grp(%s)", c.cte(), textWithBucket(cols, p.setOpKeyTypes(), buckets),
 		strings.Join(c.pick(old, cur), " UNION "), strings.Join(cols, ", "))
 }
 
@@ -349,5 +349,19 @@ func (c Changes) currentByKey(alias string) string {
 		return c.current(alias)
 	}
 	o := opAt(src.KeyOps, 0)
-	return anyOf(ident.Quote(alias)+"."+ident.Quote(src.KeyCols[0]), fmt.Sprintf("ARRAY(SELECT k1::%s FROM chg)", o.typeOf(src.KeyTypes[0])), o)
+	k1 := fromKeyParam("k1", src.KeyTypes[0])
+	if o != nil {
+		k1 = "k1::" + o.Type
+	}
+	return anyOf(ident.Quote(alias)+"."+ident.Quote(src.KeyCols[0]), "ARRAY(SELECT "+k1+" FROM chg)", o)
+}
+
+// setOpKeyTypes are the types of a set operation's key columns, as the
+// target records them ("" before it does).
+func (p *Plan) setOpKeyTypes() []string {
+	types := make([]string, len(p.Spec.Key))
+	for i, k := range p.Spec.Key {
+		types[i] = k.Type
+	}
+	return types
 }

@@ -258,18 +258,6 @@ func (p *Plan) columnNamesShape() []string {
 	return names
 }
 
-// unnestTyped renders "SELECT u.x1::T1 AS "n1", ... FROM unnest($a::text[], ...) AS u(x1, ...)"
-// for parameters starting at $start.
-func unnestTyped(start int, names, types []string) string {
-	var params, cols, casts []string
-	for i := range names {
-		params = append(params, fmt.Sprintf("$%d::text[]", start+i))
-		cols = append(cols, fmt.Sprintf("x%d", i+1))
-		casts = append(casts, fmt.Sprintf("u.x%d::%s AS %s", i+1, types[i], ident.Quote(names[i])))
-	}
-	return fmt.Sprintf("SELECT %s FROM unnest(%s) AS u(%s)", strings.Join(casts, ", "), strings.Join(params, ", "), strings.Join(cols, ", "))
-}
-
 // RecomputeJoinKeys re-derives the target rows of a set of FROM-side keys
 // of a join: one text[] parameter per FROM key column. One statement (see
 // shapeRecompute): only the rows that changed are written.
@@ -304,7 +292,7 @@ func (p *Plan) joinKeysParts() (keys, query string) {
 		return p.fullKeysParts()
 	}
 	src := p.Spec.Source
-	keys = "k AS (" + unnestTyped(1, src.KeyCols, src.KeyTypes) + ")"
+	keys = "k AS (" + unnestParams(1, src.KeyCols, src.KeyTypes) + ")"
 	cond := inQuery(p.srcKey(), "SELECT "+ident.List(src.KeyCols)+" FROM k", src.KeyOps)
 	return keys, p.shapeQuery(cond)
 }
@@ -450,7 +438,7 @@ func (p *Plan) groupsStatements(withNulls bool) (groups, rows, query string) {
 		types[i] = k.Type
 		gcols[i] = fmt.Sprintf("trellis_g%d", i+1)
 	}
-	groups = "g AS (" + unnestTyped(1, gcols, types) + ")"
+	groups = "g AS (" + unnestParams(1, gcols, types) + ")"
 	var tmatch, smatch, coarse, tcoarse []string
 	// Only a page with a NULL group gets the NULL branches: an OR there
 	// keeps a generic plan from using the array as an index condition.
@@ -458,8 +446,8 @@ func (p *Plan) groupsStatements(withNulls bool) (groups, rows, query string) {
 		if !withNulls {
 			return inParam(expr, i+1, types[i], ops[i])
 		}
-		return fmt.Sprintf("(%s OR ((%s) IS NULL AND array_position($%d::text[], NULL) IS NOT NULL))",
-			inParam(expr, i+1, types[i], ops[i]), expr, i+1)
+		return fmt.Sprintf("(%s OR ((%s) IS NULL AND array_position(%s, NULL) IS NOT NULL))",
+			inParam(expr, i+1, types[i], ops[i]), expr, keyParam(i+1, types[i]))
 	}
 	for i, k := range unit {
 		q := ident.Quote(k.Name)
@@ -532,16 +520,24 @@ func (c Changes) pick(old, current string) []string {
 	return []string{old, current}
 }
 
+// capType is the type of captured column i ("" when none is recorded).
+func (c Changes) capType(i int) string {
+	if i < len(c.CapTypes) {
+		return c.CapTypes[i]
+	}
+	return ""
+}
+
 func (c Changes) cte() string {
 	var params, cols []string
 	n := 1
 	for i := range c.Source.KeyCols {
-		params = append(params, fmt.Sprintf("$%d::text[]", n))
+		params = append(params, keyParam(n, c.Source.KeyTypes[i]))
 		cols = append(cols, fmt.Sprintf("k%d", i+1))
 		n++
 	}
 	for i := range c.CapCols {
-		params = append(params, fmt.Sprintf("$%d::text[]", n))
+		params = append(params, keyParam(n, c.capType(i)))
 		cols = append(cols, fmt.Sprintf("v%d", i+1))
 		n++
 	}
@@ -554,7 +550,7 @@ func (c Changes) cte() string {
 func (c Changes) oldImage(alias string) string {
 	var casts []string
 	for i, col := range c.CapCols {
-		casts = append(casts, fmt.Sprintf("v%d::%s AS %s", i+1, c.CapTypes[i], ident.Quote(col)))
+		casts = append(casts, fromKeyParam(fmt.Sprintf("v%d", i+1), c.CapTypes[i])+" AS "+ident.Quote(col))
 	}
 	if len(casts) == 0 {
 		casts = append(casts, "NULL AS trellis_none")
@@ -567,17 +563,21 @@ func (c Changes) current(alias string) string {
 	var keys, casts []string
 	for i, k := range c.Source.KeyCols {
 		keys = append(keys, ident.Quote(alias)+"."+ident.Quote(k))
-		casts = append(casts, fmt.Sprintf("k%d::%s", i+1, c.Source.KeyTypes[i]))
+		casts = append(casts, fromKeyParam(fmt.Sprintf("k%d", i+1), c.Source.KeyTypes[i]))
 	}
 	return inQuery(keys, "SELECT "+strings.Join(casts, ", ")+" FROM chg", c.Source.KeyOps)
 }
 
-// textWithBucket renders output expressions as text plus their key bucket,
-// the way capture renders keys.
-func textWithBucket(exprs []string, buckets int) string {
+// textWithBucket renders output expressions, of the given types, as text
+// plus their key bucket, the way capture renders keys.
+func textWithBucket(exprs, types []string, buckets int) string {
 	var t []string
-	for _, e := range exprs {
-		t = append(t, "("+e+")::text")
+	for i, e := range exprs {
+		typ := "text"
+		if i < len(types) && types[i] != "" {
+			typ = types[i]
+		}
+		t = append(t, textOf("("+e+")", typ))
 	}
 	arr := "ARRAY[" + strings.Join(t, ", ") + "]"
 	return strings.Join(t, ", ") + fmt.Sprintf(", hashtext(%s::text) & %d", arr, buckets-1)
@@ -598,7 +598,7 @@ func (p *Plan) JoinedSideFromKeys(c Changes, buckets int) string {
 		strings.Join(joinedCols, ", "), c.oldImage(ja),
 		strings.Join(joinedCols, ", "), ident.Qualified(j.Source.Schema, j.Source.Table), ident.Quote(ja), c.current(ja))
 	return fmt.Sprintf("WITH %s SELECT DISTINCT %s FROM %s WHERE %s",
-		c.cte(), textWithBucket(p.srcKey(), buckets), p.from(), inQuery(fromCols, vals, onOps(j.On)))
+		c.cte(), textWithBucket(p.srcKey(), p.Spec.Source.KeyTypes, buckets), p.from(), inQuery(fromCols, vals, onOps(j.On)))
 }
 
 // AffectedGroups finds the groups of an aggregate that a change of one of
@@ -611,7 +611,7 @@ func (p *Plan) JoinedSideFromKeys(c Changes, buckets int) string {
 func (p *Plan) AffectedGroups(c Changes, joinedSide bool, buckets int) string {
 	if p.oneUnit() {
 		// Any change touches the one group.
-		return fmt.Sprintf("WITH %s SELECT %s WHERE EXISTS (SELECT FROM chg)", c.cte(), textWithBucket([]string{GlobalKey}, buckets))
+		return fmt.Sprintf("WITH %s SELECT %s WHERE EXISTS (SELECT FROM chg)", c.cte(), textWithBucket([]string{GlobalKey}, nil, buckets))
 	}
 	g := strings.Join(p.unitExprs(), ", ")
 	var parts []string
@@ -677,7 +677,8 @@ func (p *Plan) AffectedGroups(c Changes, joinedSide bool, buckets int) string {
 	for i := range cols {
 		cols[i] = fmt.Sprintf("g%d", i+1)
 	}
-	return fmt.Sprintf("WITH %s SELECT DISTINCT %s FROM (%s) AS grp(%s)", c.cte(), textWithBucket(cols, buckets), strings.Join(parts, " UNION "), strings.Join(cols, ", "))
+	_, types := p.CheckUnit()
+	return fmt.Sprintf("WITH %s SELECT DISTINCT %s FROM (%s) AS grp(%s)", c.cte(), textWithBucket(cols, types, buckets), strings.Join(parts, " UNION "), strings.Join(cols, ", "))
 }
 
 // ShapeKeys lists, as text, every key a join or aggregate target can have
@@ -690,8 +691,8 @@ func (p *Plan) ShapeKeys() string {
 	}
 	if p.Kind() == KindJoin {
 		var cols []string
-		for _, k := range p.srcKey() {
-			cols = append(cols, k+"::text")
+		for i, k := range p.srcKey() {
+			cols = append(cols, textOf(k, p.Spec.Source.KeyTypes[i]))
 		}
 		return fmt.Sprintf("SELECT %s FROM %s", strings.Join(cols, ", "), p.from())
 	}
@@ -699,8 +700,9 @@ func (p *Plan) ShapeKeys() string {
 		return "SELECT " + GlobalKey + "::text" // the one group
 	}
 	var cols []string
-	for _, g := range p.unitExprs() {
-		cols = append(cols, "("+g+")::text")
+	_, types := p.CheckUnit()
+	for i, g := range p.unitExprs() {
+		cols = append(cols, textOf("("+g+")", types[i]))
 	}
 	return fmt.Sprintf("SELECT DISTINCT %s FROM %s", strings.Join(cols, ", "), p.fromClause())
 }
