@@ -92,7 +92,8 @@ func TestDifferential(t *testing.T) {
 				}
 			}
 			g := &diffGen{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), schema: fmt.Sprintf("d%d", executed), icu: icu,
-				alt: rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d)), setops: rand.New(rand.NewPCG(seed, seed^0x2545f4914f6cdd1d))}
+				alt: rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d)), setops: rand.New(rand.NewPCG(seed, seed^0x2545f4914f6cdd1d)),
+				outer: rand.New(rand.NewPCG(seed, seed^0x369dea0f31a53f85))}
 			t.Logf("differential case %s: seed %d (replay: go test -run TestDifferential -seed %d; a divergence found becomes a line of testdata/difftest/regressions.txt)", r.name, seed, seed)
 			runDiffCase(t, e, c, g)
 			executed++
@@ -142,6 +143,9 @@ type diffGen struct {
 	// setops draws the set operations that replace some projections: a
 	// stream of its own too.
 	setops *rand.Rand
+	// outer draws the RIGHT and FULL JOINs after the second table that
+	// replace some joins of three tables (decision 0039): its own stream.
+	outer *rand.Rand
 }
 
 func (g *diffGen) pick(xs ...string) string { return xs[g.r.IntN(len(xs))] }
@@ -449,6 +453,12 @@ func (g *diffGen) def(i int, prior []diffDef) diffDef {
 			// a FULL JOIN of a and b, c joined after it to either
 			j1 = "FULL JOIN"
 			from = fmt.Sprintf("%s a FULL JOIN %s b ON a.id = b.aid %s %s c ON %s", g.q("a"), g.q("b"), j2, g.q("c"), on)
+		}
+		if shape == "join3" && g.outer.IntN(2) == 0 {
+			// c joined with a RIGHT or FULL JOIN after the join of a and
+			// b (of any kind): any of the tables may be a row's first
+			j2 = []string{"RIGHT JOIN", "FULL JOIN"}[g.outer.IntN(2)]
+			from = fmt.Sprintf("%s a %s %s b ON a.id = b.aid %s %s c ON %s", g.q("a"), j1, g.q("b"), j2, g.q("c"), on)
 		}
 		if shape == "join3" {
 			items := append(g.projExprs("a")[:1], [2]string{"bw", "b.w"}, [2]string{"ct", "c.tag"})

@@ -135,9 +135,13 @@ func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error 
 			"%s cannot be read by a transform: an aggregate without GROUP BY has one row and no key column; read its sources instead", up.Target)
 	}
 	if pl.Full() {
+		what := "a FULL JOIN"
+		if !slices.ContainsFunc(up.Spec.JoinList(), func(j *plan.Join) bool { return j.Full }) {
+			what = "a RIGHT JOIN after the second table"
+		}
 		return errs.New(trellistype.CodeValidation,
-			"%s cannot be read by a transform: it is a FULL JOIN, whose key (%s) is NULL on either side for rows without a match",
-			up.Target, strings.Join(keys, ", "))
+			"%s cannot be read by a transform: it is %s, whose key (%s) is NULL on either side for rows without a match",
+			up.Target, what, strings.Join(keys, ", "))
 	}
 	if pl.Kind() == plan.KindJoin && slices.ContainsFunc(up.Spec.JoinList(), func(j *plan.Join) bool { return j.Left }) {
 		return errs.New(trellistype.CodeValidation,

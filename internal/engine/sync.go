@@ -370,7 +370,7 @@ func frameDiff(a, b plan.Spec) string {
 	case (a.Join == nil) != (b.Join == nil),
 		a.Join != nil && (a.Join.Left != b.Join.Left || a.Join.Full != b.Join.Full || !sameSource(a.Join.Source, b.Join.Source) || !slices.Equal(a.Join.On, b.Join.On)),
 		!slices.EqualFunc(a.Joins, b.Joins, func(x, y plan.Join) bool {
-			return x.Left == y.Left && x.To == y.To && sameSource(x.Source, y.Source) && slices.Equal(x.On, y.On)
+			return x.Left == y.Left && x.Full == y.Full && x.Right == y.Right && x.To == y.To && sameSource(x.Source, y.Source) && slices.Equal(x.On, y.On)
 		}):
 		return "its JOIN differs"
 	case !slices.EqualFunc(a.Semis, b.Semis, func(x, y plan.Semi) bool {

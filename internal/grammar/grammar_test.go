@@ -237,6 +237,13 @@ func TestParseTransformVariants(t *testing.T) {
 			require.Equal(t, Name{Name: "a"}, tr.From.Table)
 			require.Equal(t, []Join{{Kind: JoinFull, Table: TableRef{Table: Name{Name: "b"}}, On: []JoinCond{{Left: col("b", "x"), Right: col("a", "x")}}}}, tr.Joins)
 		}},
+		{"RIGHT and FULL JOIN after the second table keep their place", "TRANSFORM t FROM a LEFT JOIN b ON a.x = b.x RIGHT OUTER JOIN c ON c.x = a.x FULL JOIN d ON d.x = c.x SELECT a.n", func(t *testing.T, tr *Transform) {
+			require.False(t, tr.Swapped)
+			require.Equal(t, Name{Name: "a"}, tr.From.Table)
+			require.Len(t, tr.Joins, 3)
+			require.Equal(t, []JoinKind{JoinLeft, JoinRight, JoinFull}, []JoinKind{tr.Joins[0].Kind, tr.Joins[1].Kind, tr.Joins[2].Kind})
+			require.Equal(t, Name{Name: "c"}, tr.Joins[1].Table.Table)
+		}},
 		{"63-byte identifier", "TRANSFORM t FROM s SELECT a AS " + strings.Repeat("x", 63), func(t *testing.T, tr *Transform) {
 			require.Equal(t, strings.Repeat("x", 63), tr.Select[0].Name)
 		}},
@@ -332,7 +339,8 @@ func TestParseErrors(t *testing.T) {
 		{"USING unclosed", "TRANSFORM t FROM a JOIN b USING (x SELECT x", Syntax, 1, 36, "SELECT", "expected , or )"},
 		{"comma without a table", "TRANSFORM t FROM a, SELECT x", Syntax, 1, 21, "SELECT", "a table name after ','"},
 		{"natural join", "TRANSFORM t FROM a NATURAL JOIN b SELECT x", Invalid, 1, 20, "NATURAL", "JOIN ... USING"},
-		{"right join after the second table", "TRANSFORM t FROM a JOIN b ON a.x = b.x RIGHT JOIN c ON c.x = b.x SELECT x", Invalid, 1, 40, "RIGHT", "write its table first and LEFT JOIN the others"},
+		{"parenthesized join", "TRANSFORM t FROM (a JOIN b ON a.x = b.x) RIGHT JOIN c ON c.x = b.x SELECT x", Invalid, 1, 18, "(", "a parenthesized join"},
+		{"parenthesized join on the right", "TRANSFORM t FROM a FULL JOIN (b JOIN c ON c.x = b.x) ON a.x = b.x SELECT x", Invalid, 1, 30, "(", "write the joins one after another"},
 		{"right outer without join", "TRANSFORM t FROM a RIGHT OUTER b ON a.x = b.x SELECT x", Syntax, 1, 32, "b", "expected JOIN after RIGHT OUTER"},
 		{"cross join", "TRANSFORM t FROM a CROSS JOIN b SELECT x", Invalid, 1, 20, "CROSS", "CROSS JOIN is not supported"},
 		{"missing output name", "TRANSFORM t FROM s SELECT a AS", Syntax, 1, 31, "end of input", "expected an output column name"},
@@ -348,12 +356,9 @@ func TestParseErrors(t *testing.T) {
 		{"unterminated quoted identifier", "TRANSFORM t FROM s\nSELECT \"abc AS b", Syntax, 2, 8, `"abc`, "unterminated quoted identifier"},
 		{"unclosed parenthesis", "TRANSFORM t FROM s SELECT lower(a AS b", Syntax, 1, 32, "(", "never closed"},
 		{"unmatched parenthesis", "TRANSFORM t FROM s SELECT a) AS b", Syntax, 1, 28, ")", "unmatched"},
-		{"RIGHT OUTER JOIN third", "TRANSFORM t FROM a LEFT JOIN b ON a.x = b.x RIGHT OUTER JOIN c ON c.x = a.x SELECT a.x AS x", Invalid, 1, 45, "RIGHT", "RIGHT JOIN after the second table"},
 		{"JOIN without ON", "TRANSFORM t FROM a JOIN b SELECT a.x AS x", Syntax, 1, 27, "SELECT", "expected ON"},
 		{"ON without condition", "TRANSFORM t FROM a JOIN b ON SELECT a.x AS x", Syntax, 1, 30, "SELECT", "expected a join condition"},
 		{"NATURAL JOIN", "TRANSFORM t FROM a NATURAL JOIN b SELECT a.x AS x", Invalid, 1, 20, "NATURAL", "only INNER and LEFT joins"},
-		{"FULL OUTER JOIN after a join", "TRANSFORM t FROM a JOIN b ON a.x = b.x FULL OUTER JOIN c ON c.x = a.x SELECT a.x AS x", Invalid, 1, 40, "FULL", "a FULL JOIN is supported between the first two tables only"},
-		{"FULL JOIN after a LEFT JOIN", "TRANSFORM t FROM a FULL JOIN b ON a.x = b.x LEFT JOIN c ON c.x = a.x FULL JOIN d ON d.x = c.x SELECT a.x AS x", Invalid, 1, 70, "FULL", "a FULL JOIN is supported between the first two tables only"},
 		{"FULL JOIN USING", "TRANSFORM t FROM a FULL JOIN b USING (x) SELECT x", Invalid, 1, 32, "USING", "coalesce(a.x, b.x)"},
 		{"FULL OUTER without JOIN", "TRANSFORM t FROM a FULL OUTER b ON a.x = b.x SELECT x", Syntax, 1, 31, "b", "expected JOIN after FULL OUTER"},
 		{"reserved word as table", "TRANSFORM select FROM s SELECT a AS b", Syntax, 1, 11, "select", "reserved word"},

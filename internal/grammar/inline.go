@@ -178,6 +178,9 @@ func (p *stmtParser) derivedTable(slot int) (TableRef, *Error) {
 	if p.is(at-1, "lateral") {
 		return TableRef{}, p.errAt(Invalid, at-1, "LATERAL is not supported")
 	}
+	if at+1 < p.n && !p.is(at+1, "select") && !p.is(at+1, "with") && !p.is(at+1, "values") && !p.isKind(at+1, pg.Token_ASCII_40) {
+		return TableRef{}, p.errAt(Invalid, at, "a parenthesized join ((a JOIN b ON ...) JOIN ...) is not supported: write the joins one after another, each ON comparing its table with one table before it (FROM a JOIN b ON ... FULL JOIN c ON ...), or define the parenthesized join as a transform and join its target")
+	}
 	q, e := p.parenthesized("a query")
 	if e != nil {
 		return TableRef{}, e
@@ -542,8 +545,8 @@ func (p *stmtParser) inline(t *Transform) (*Transform, *Error) {
 		switch {
 		case slot == d.slot && j.Kind != JoinInner:
 			m.nullable = true
-		case d.slot == 0 && j.Kind != JoinInner && j.Kind != JoinLeft:
-			m.nullable = true // a RIGHT or FULL join can null-extend the FROM side
+		case d.slot < slot && (j.Kind == JoinRight || j.Kind == JoinFull):
+			m.nullable = true // a RIGHT or FULL join null-extends every table before it
 		}
 	}
 	rankOut, limit, e := m.topK(t, d, fail)

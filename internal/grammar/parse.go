@@ -591,19 +591,12 @@ func (p *stmtParser) transform() (Statement, *Error) {
 		comma = true
 	}
 	for {
-		at := p.pos
 		kind, ok, e := p.joinKind()
 		if e != nil {
 			return nil, e
 		}
 		if !ok {
 			break
-		}
-		if kind == JoinFull && len(t.Joins) > 0 {
-			return nil, p.errAt(Invalid, at, "a FULL JOIN is supported between the first two tables only (FROM a FULL JOIN b ON ...): write it first, and join the other tables after it with INNER or LEFT JOIN")
-		}
-		if kind == JoinRight && len(t.Joins) > 0 {
-			return nil, p.errAt(Invalid, at, "RIGHT JOIN after the second table is not supported (it would keep every row of the tables before it optional): write its table first and LEFT JOIN the others, or define the join of the tables before it as a transform and LEFT JOIN its target")
 		}
 		j := Join{Kind: kind}
 		if j.Table, e = p.sourceRef("the table name after JOIN", len(t.Joins)+1); e != nil {

@@ -71,7 +71,7 @@ func Compile(s *grammar.Transform, tables []*Table) (Spec, [][]string, error) {
 			return spec, nil, errs.New(trellistype.CodeValidation, "JOIN %s USING (...) after the second table is not supported: write JOIN %s ON with the columns qualified", tables[pos].Alias, tables[pos].Alias)
 		}
 		joined := tables[pos]
-		join := Join{Left: j.Kind == grammar.JoinLeft || j.Kind == grammar.JoinFull, Full: j.Kind == grammar.JoinFull, To: -1,
+		join := Join{Left: j.Kind == grammar.JoinLeft || j.Kind == grammar.JoinFull, Full: j.Kind == grammar.JoinFull, Right: j.Kind == grammar.JoinRight, To: -1,
 			Source: Source{Schema: joined.Schema, Table: joined.Name, Alias: j.Table.Alias, KeyCols: joined.KeyCols, KeyTypes: joined.KeyTypes}}
 		for _, c := range j.On {
 			l, err := tableOf(c.Left, tables)
@@ -113,12 +113,12 @@ func Compile(s *grammar.Transform, tables []*Table) (Spec, [][]string, error) {
 			spec.Joins = append(spec.Joins, join)
 		}
 	}
-	if spec.Join != nil && spec.Join.Full {
+	if (&Plan{Spec: spec}).Full() {
 		switch {
 		case len(s.SubJoins) > 0:
-			return spec, nil, errs.New(trellistype.CodeValidation, "EXISTS and IN subqueries together with a FULL JOIN are not supported: filter with a join instead, or define the FULL JOIN over tables that need no subquery")
+			return spec, nil, errs.New(trellistype.CodeValidation, "EXISTS and IN subqueries together with a FULL JOIN are not supported (nor with a RIGHT JOIN after the second table): filter with a join instead, or define the join over tables that need no subquery")
 		case len(s.GroupBy) > 0 || s.Aggregated() || s.Distinct:
-			return spec, nil, errs.New(trellistype.CodeValidation, "GROUP BY, DISTINCT and aggregates over a FULL JOIN are not supported: group a LEFT JOIN instead, or aggregate when you read the FULL JOIN's target")
+			return spec, nil, errs.New(trellistype.CodeValidation, "GROUP BY, DISTINCT and aggregates over a FULL JOIN are not supported (nor over a RIGHT JOIN after the second table): group a LEFT JOIN instead, or aggregate when you read the join's target")
 		}
 	}
 	if err := compileSemis(&spec, s, all, tables, need, tableReads); err != nil {

@@ -162,6 +162,20 @@ var goldenCases = []goldenCase{
 		types: map[string]string{"c_id": "bigint", "order_id": "bigint", "name": "text", "price": "numeric"},
 	},
 	{
+		name: "join_right_third",
+		stmt: "TRANSFORM reach FROM orders o JOIN customers c ON c.id = o.customer_id RIGHT JOIN regions r ON r.id = c.tier SELECT o.price, c.name, r.name AS region",
+		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...),
+			table("public", "customers", "c", []string{"id"}, customers...), table("public", "regions", "r", []string{"id"}, regions...)},
+		types: map[string]string{"o_id": "bigint", "c_id": "bigint", "r_id": "integer", "name": "text", "price": "numeric", "region": "text"},
+	},
+	{
+		name: "join_full_third",
+		stmt: "TRANSFORM reach FROM orders o LEFT JOIN customers c ON c.id = o.customer_id FULL JOIN regions r ON r.id = c.tier SELECT o.price, r.name",
+		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...),
+			table("public", "customers", "c", []string{"id"}, customers...), table("public", "regions", "r", []string{"id"}, regions...)},
+		types: map[string]string{"o_id": "bigint", "c_id": "bigint", "r_id": "integer", "name": "text", "price": "numeric"},
+	},
+	{
 		name:   "distinct",
 		stmt:   "TRANSFORM pairs FROM orders SELECT DISTINCT region, lower(status), 'x' AS tag",
 		tables: []*Table{table("public", "orders", "", []string{"id"}, orders...)},

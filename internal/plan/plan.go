@@ -236,7 +236,12 @@ type Join struct {
 	// Full is a FULL JOIN of two tables (Left is set too: the joined side
 	// may be missing): either side may be missing, and the unit of a
 	// target row is the key of the first table it holds (decision 0033).
-	Full   bool     `json:"full,omitempty"`
+	Full bool `json:"full,omitempty"`
+	// Right is a RIGHT JOIN after the second table (decision 0039): the
+	// tables before it may be missing (NULL-extended together), not the
+	// joined one. A RIGHT JOIN of the first two tables is a swapped LEFT
+	// JOIN instead (0033).
+	Right  bool     `json:"right,omitempty"`
 	Source Source   `json:"source"`
 	On     []JoinOn `json:"on"`
 	// To is the position of the earlier table whose columns the ON

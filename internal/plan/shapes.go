@@ -94,7 +94,12 @@ func (p *Plan) fromClause() string {
 	}
 	for _, j := range p.Spec.Joins {
 		word := " JOIN "
-		if j.Left {
+		switch {
+		case j.Full:
+			word = " FULL JOIN "
+		case j.Right:
+			word = " RIGHT JOIN "
+		case j.Left:
 			word = " LEFT JOIN "
 		}
 		f += word + ident.Qualified(j.Source.Schema, j.Source.Table) + " AS " + ident.Quote(aliasOf(j.Source)) + " ON " + p.joinOn(j)
@@ -131,7 +136,7 @@ func (p *Plan) oneUnit() bool {
 func (p *Plan) KeyParams() int {
 	switch {
 	case p.Full():
-		return len(p.Spec.Source.KeyCols) + len(p.Spec.Join.Source.KeyCols)
+		return len(p.fullParams())
 	case p.Kind() == KindJoin:
 		return len(p.Spec.Source.KeyCols)
 	case p.oneUnit():
@@ -379,8 +384,11 @@ func (p *Plan) goneGroups(withNulls bool) (string, bool) {
 // FROM table's key is never NULL, but under a FULL JOIN.
 func (p *Plan) keyNullable(i int, withNulls bool) bool {
 	if p.Kind() == KindJoin {
+		if p.Full() {
+			return true // any table may be missing from a row
+		}
 		if i < len(p.Spec.Source.KeyCols) {
-			return p.Full()
+			return false
 		}
 		for _, j := range p.Spec.JoinList() {
 			if j.Left {

@@ -297,9 +297,9 @@ func (c *check) checkPage(ctx context.Context, t *catalog.Transform, lower []str
 		req := pageReq{lower: lower, upper: p1.upper, inFlight: true}
 		if p1.differing() <= listLimit {
 			req.restrict = true
-			_, types := p1.t.Plan().CheckUnit()
+			pl := p1.t.Plan()
 			for _, row := range p1.rows {
-				req.only = append(req.only, row.key[:len(types)])
+				req.only = append(req.only, pl.UnitOf(row.key))
 			}
 		}
 		if result, err = c.page(ctx, req); err != nil {
