@@ -145,7 +145,7 @@ func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error 
 	}
 	if pl.Kind() == plan.KindJoin && slices.ContainsFunc(up.Spec.JoinList(), func(j *plan.Join) bool { return j.Left }) {
 		return errs.New(trellistype.CodeValidation,
-			"%s cannot be read by a transform: it has a LEFT or RIGHT JOIN, whose key (%s) is NULL on the optional side for rows without a match",
+			"%s cannot be read by a transform: it has a LEFT JOIN or a RIGHT JOIN, whose key (%s) is NULL on the optional side for rows without a match",
 			up.Target, strings.Join(keys, ", "))
 	}
 	if pl.Kind() == plan.KindAggregate || pl.Kind() == plan.KindWindow {
