@@ -93,7 +93,8 @@ func TestDifferential(t *testing.T) {
 			}
 			g := &diffGen{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), schema: fmt.Sprintf("d%d", executed), icu: icu,
 				alt: rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d)), setops: rand.New(rand.NewPCG(seed, seed^0x2545f4914f6cdd1d)),
-				outer: rand.New(rand.NewPCG(seed, seed^0x369dea0f31a53f85))}
+				outer:     rand.New(rand.NewPCG(seed, seed^0x369dea0f31a53f85)),
+				setbranch: rand.New(rand.NewPCG(seed, seed^0x4f1bbcdcbfa53e0b))}
 			t.Logf("differential case %s: seed %d (replay: go test -run TestDifferential -seed %d; a divergence found becomes a line of testdata/difftest/regressions.txt)", r.name, seed, seed)
 			runDiffCase(t, e, c, g)
 			executed++
@@ -141,8 +142,10 @@ type diffGen struct {
 	icu    bool
 	nextID int
 	// setops draws the set operations that replace some projections: a
-	// stream of its own too.
-	setops *rand.Rand
+	// stream of its own too; setbranch which of their branches join a
+	// second table (or filter by a subquery of one), another.
+	setops    *rand.Rand
+	setbranch *rand.Rand
 	// outer draws the RIGHT and FULL JOINs after the second table that
 	// replace some joins of three tables (decision 0039): its own stream.
 	outer *rand.Rand
@@ -642,7 +645,55 @@ func (g *diffGen) setOpDef(name string) diffDef {
 	var d diffDef
 	d.name = name
 	d.kind = "setop"
-	if r.IntN(2) == 0 {
+	distinct := r.IntN(2) != 0
+	// Some branches join a second table (alias j<n>, its key a column
+	// j<n>_id of a UNION ALL's key) or filter by a subquery of one, drawn
+	// from the setbranch stream so the setops stream stays as it was.
+	joined := make([]bool, len(bs))
+	if jr := g.setbranch; jr != nil {
+		for i := range bs {
+			b := &bs[i]
+			if jr.IntN(2) == 0 {
+				continue
+			}
+			j := fmt.Sprintf("j%d", i+1)
+			and := func(cond string) {
+				if b.where == "" {
+					b.where = cond
+				} else {
+					b.where = "(" + b.where + ") AND " + cond
+				}
+			}
+			kind := jr.IntN(4)
+			switch {
+			case kind == 0 && b.table == "a":
+				and(fmt.Sprintf("EXISTS (SELECT 1 FROM %s %s WHERE %s.aid = %s.id AND %s.w > 0)", g.q("b"), j, j, b.alias, j))
+			case kind == 0 && b.table == "b":
+				and(fmt.Sprintf("%s.aid IN (SELECT %s.id FROM %s %s WHERE %s.g > 1)", b.alias, j, g.q("a"), j, j))
+			case kind == 0:
+				and(fmt.Sprintf("NOT EXISTS (SELECT 1 FROM %s %s WHERE %s.g = %s.w)", g.q("a"), j, j, b.alias))
+			case b.table == "a":
+				b.alias += " " + pick("JOIN", "LEFT JOIN") + " " + g.q("b") + " " + j + " ON " + j + ".aid = " + b.alias + ".id"
+				joined[i] = true
+			case b.table == "b" && kind == 1 && distinct:
+				// The outputs read the joined table, which a LEFT JOIN may
+				// leave out: its NULL-extended row comes and goes.
+				b.x, b.y = j+".g", j+".k"
+				b.alias += " LEFT JOIN " + g.q("a") + " " + j + " ON " + j + ".id = b.aid"
+				joined[i] = true
+			case b.table == "b":
+				b.alias += " " + pick("JOIN", "LEFT JOIN") + " " + g.q("c") + " " + j + " ON " + j + ".w = b.w"
+				joined[i] = true
+			default:
+				b.alias += " LEFT JOIN " + g.q("b") + " " + j + " ON " + j + ".w = c.w"
+				joined[i] = true
+			}
+		}
+	}
+	// alias is a branch's table alias (its FROM text after the table may
+	// go on with a JOIN).
+	alias := func(b branch) string { a, _, _ := strings.Cut(b.alias, " "); return a }
+	if !distinct {
 		// UNION ALL; the key selected as id in every branch, or added.
 		withID := r.IntN(2) == 0
 		var stmt, rec []string
@@ -651,7 +702,12 @@ func (g *diffGen) setOpDef(name string) diffDef {
 			d.cols = append(d.cols, "id")
 		} else {
 			for _, b := range bs {
-				d.cols = append(d.cols, b.alias+"_id")
+				d.cols = append(d.cols, alias(b)+"_id")
+			}
+		}
+		for i := range bs {
+			if joined[i] {
+				d.cols = append(d.cols, fmt.Sprintf("j%d_id", i+1))
 			}
 		}
 		d.cols = append(d.cols, "x", "y")
@@ -659,15 +715,24 @@ func (g *diffGen) setOpDef(name string) diffDef {
 			sel := fmt.Sprintf("%s AS x, %s AS y", b.x, b.y)
 			recSel := fmt.Sprintf("%d::smallint", i+1)
 			if withID {
-				sel = b.alias + ".id, " + sel
-				recSel += ", " + b.alias + ".id"
+				sel = alias(b) + ".id, " + sel
+				recSel += ", " + alias(b) + ".id"
 			} else {
 				for j, o := range bs {
 					if j == i {
-						recSel += ", " + b.alias + ".id"
+						recSel += ", " + alias(b) + ".id"
 					} else {
-						recSel += fmt.Sprintf(", NULL::int AS %s_id", o.alias)
+						recSel += fmt.Sprintf(", NULL::int AS %s_id", alias(o))
 					}
+				}
+			}
+			for j := range bs {
+				switch {
+				case !joined[j]:
+				case j == i:
+					recSel += fmt.Sprintf(", j%d.id", j+1)
+				default:
+					recSel += ", NULL::int"
 				}
 			}
 			recSel += fmt.Sprintf(", %s, %s", b.x, b.y)

@@ -335,9 +335,7 @@ func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) 
 			spec.Semis[i].Source.ID = sides[1+len(spec.JoinList())+i].id
 		}
 		if spec.SetOp != nil {
-			for i := range spec.SetOp.Branches {
-				spec.SetOp.Branches[i].Source.ID = sides[i].id
-			}
+			spec.SetOp.SetIDs(func(pos int) int { return sides[pos].id })
 		}
 		pl := &plan.Plan{Target: tgt, Spec: spec}
 		ddl := pl.CreateTarget()

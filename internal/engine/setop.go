@@ -13,32 +13,56 @@ import (
 )
 
 // compileSetOp compiles a set operation (UNION [ALL], INTERSECT, EXCEPT):
-// each branch's table is a side of its own, in branch order (a table read
-// by two branches is two sides), and each branch is resolved over it.
+// each branch's tables are sides of their own, in branch order (its FROM
+// table, joined tables, then subqueries'; a table read twice is two
+// sides), and each branch is resolved over its own.
 func (e *Engine) compileSetOp(ctx context.Context, tx pgx.Tx, s *grammar.Transform) ([]*side, plan.Spec, [][]string, error) {
 	first := *s
 	first.SetOp = nil
 	branches := append([]*grammar.Transform{&first}, s.SetOp.Branches...)
 	var sides []*side
 	var resolved []*grammar.Transform
+	var byBranch [][]*plan.Table
 	for _, b := range branches {
-		sd, err := e.loadSide(ctx, tx, b.From)
+		refs := []grammar.TableRef{b.From}
+		for _, j := range b.Joins {
+			refs = append(refs, j.Table)
+		}
+		for _, sj := range b.SubJoins {
+			refs = append(refs, sj.Table)
+		}
+		var own []*side
+		for _, ref := range refs {
+			sd, err := e.loadSide(ctx, tx, ref)
+			if err != nil {
+				return nil, plan.Spec{}, nil, err
+			}
+			for _, o := range own {
+				if sd.Alias == o.Alias {
+					return nil, plan.Spec{}, nil, errs.New(trellistype.CodeValidation, "the joined table needs an alias different from %s", o.Alias)
+				}
+			}
+			own = append(own, sd)
+		}
+		r, err := plan.Resolve(b, tables(own))
 		if err != nil {
 			return nil, plan.Spec{}, nil, err
 		}
-		r, err := plan.Resolve(b, tables([]*side{sd}))
-		if err != nil {
-			return nil, plan.Spec{}, nil, err
-		}
-		sides = append(sides, sd)
+		sides = append(sides, own...)
 		resolved = append(resolved, r)
+		byBranch = append(byBranch, tables(own))
 	}
 	if err := e.checkFunctions(ctx, tx, s.Functions, false); err != nil {
 		return nil, plan.Spec{}, nil, err
 	}
-	spec, needs, err := plan.CompileSetOp(s.SetOp.Tree, resolved, tables(sides), s.WithoutSourceIndex)
+	spec, needs, err := plan.CompileSetOp(s.SetOp.Tree, resolved, byBranch, s.WithoutSourceIndex)
 	if err != nil {
 		return nil, plan.Spec{}, nil, err
+	}
+	for i := range spec.SetOp.Branches {
+		if err := checkNotIn(ctx, tx, spec.SetOp.BranchSpec(i)); err != nil {
+			return nil, plan.Spec{}, nil, err
+		}
 	}
 	return sides, spec, needs, nil
 }
@@ -59,15 +83,26 @@ func refuseSetOpAlter(spec plan.Spec, target string) error {
 // output's expression (role group_by). UNION ALL finds its rows by each
 // table's key, which has its index.
 func setOpIndexes(spec plan.Spec) []neededIndex {
-	if spec.SetOp.All {
-		return nil
-	}
 	var out []neededIndex
+	// A joined branch's tables want what the join would: each ON's (and
+	// correlation's) columns on both of its tables.
+	for i, b := range spec.SetOp.Branches {
+		if b.Joined() {
+			for _, n := range neededIndexes(spec.SetOp.BranchSpec(i)) {
+				n.gap.OptedOut = spec.WithoutSourceIndex
+				out = append(out, n)
+			}
+		}
+	}
+	if spec.SetOp.All {
+		return out
+	}
 	for _, b := range spec.SetOp.Branches {
 		expr := b.Keys[0]
-		gap := trellistype.SourceIndexGap{Table: b.Source.Schema + "." + b.Source.Table, Columns: exprColumns([]string{expr}), Role: trellistype.RoleGroupBy, OptedOut: spec.WithoutSourceIndex}
-		gap.Fix = indexFixText(b.Source.Schema, b.Source.Table, gap.Columns)
-		out = append(out, neededIndex{gap: gap, alias: cmp.Or(b.Source.Alias, b.Source.Table), exprs: []string{expr}})
+		src := b.GroupSource()
+		gap := trellistype.SourceIndexGap{Table: src.Schema + "." + src.Table, Columns: exprColumns([]string{expr}), Role: trellistype.RoleGroupBy, OptedOut: spec.WithoutSourceIndex}
+		gap.Fix = indexFixText(src.Schema, src.Table, gap.Columns)
+		out = append(out, neededIndex{gap: gap, alias: cmp.Or(src.Alias, src.Table), exprs: []string{expr}})
 	}
 	return out
 }

@@ -25,6 +25,9 @@ func (e *Engine) expandViews(ctx context.Context, tx pgx.Tx, s *grammar.Transfor
 	if s.SetOp != nil {
 		for _, b := range s.SetOp.Branches {
 			refs = append(refs, b.From)
+			for _, j := range b.Joins {
+				refs = append(refs, j.Table)
+			}
 		}
 	}
 	hasView := false

@@ -304,7 +304,7 @@ func (p *stmtParser) parseChild(text string, counting bool) (*Transform, *Error)
 	if p.depth >= maxDepth {
 		return nil, &Error{Kind: Invalid, Msg: "derived tables and CTEs nest too deeply"}
 	}
-	c := &stmtParser{source: src, parent: p, counting: counting, depth: p.depth + 1}
+	c := &stmtParser{source: src, parent: p, counting: counting, depth: p.depth + 1, branch: p.branching}
 	st, e := c.transform()
 	if e != nil {
 		return nil, e

@@ -68,6 +68,10 @@ type stmtParser struct {
 	// using maps the columns of a JOIN ... USING to the qualifier their
 	// unqualified references are given (the FROM table's).
 	using map[string]string
+	// branching is set while a set operation's branch is parsed
+	// (setop.go), branch on that branch's parser: a statement of its own,
+	// not merged into its parent as a derived table is.
+	branching, branch bool
 }
 
 // is tells whether token i is the keyword or unquoted identifier w.
@@ -852,7 +856,7 @@ func (p *stmtParser) transform() (Statement, *Error) {
 				t.WhereColumns = appendUnique(t.WhereColumns, c.Right)
 			}
 		}
-		if len(x.subs) > 0 && (p.parent != nil || len(p.derived) > 0) {
+		if len(x.subs) > 0 && ((p.parent != nil && !p.branch) || len(p.derived) > 0) {
 			return nil, p.errAt(Invalid, whereFrom, "EXISTS and IN subqueries are not supported together with derived tables or CTEs: define the derived table as a transform and read its target")
 		}
 		if comma && x.val != nil {

@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"fmt"
+	"slices"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
 	"google.golang.org/protobuf/proto"
@@ -102,7 +103,9 @@ func (p *stmtParser) setOp(t *Transform, at, end int) (*Transform, *Error) {
 				return nil, p.errAt(Syntax, at, "branch "+itoa(n)+" of the set operation: "+err.Error())
 			}
 			what := "branch " + itoa(n) + " of the set operation"
+			p.branching = true
 			b, e := p.subParse(q, at, what, p)
+			p.branching = false
 			if e != nil {
 				return nil, e
 			}
@@ -159,16 +162,14 @@ func (n *SetNode) hasDistinct() bool {
 // UNION ALL, so each distinct row is kept once.
 func (s *SetOp) Distinct() bool { return !s.Tree.All }
 
-// checkBranch refuses a branch that is not a plain projection of one
-// table: joins, subqueries, aggregates, DISTINCT, windows, ORDER BY and
-// LIMIT.
+// checkBranch refuses a branch that is not a projection of one table or
+// of a join (INNER or LEFT, with EXISTS/IN semi-joins): FULL JOIN,
+// aggregates, DISTINCT, windows, ORDER BY and LIMIT.
 func checkBranch(t *Transform, n int) error {
 	what := ""
 	switch {
-	case len(t.Joins) > 0:
-		what = "a JOIN"
-	case len(t.SubJoins) > 0:
-		what = "an EXISTS or IN subquery"
+	case slices.ContainsFunc(t.Joins, func(j Join) bool { return j.Kind == JoinFull }):
+		what = "a FULL JOIN"
 	case t.Aggregated():
 		what = "GROUP BY, HAVING or an aggregate"
 	case t.Distinct, len(t.DistinctOn) > 0:
@@ -183,5 +184,5 @@ func checkBranch(t *Transform, n int) error {
 	if what == "" {
 		return nil
 	}
-	return fmt.Errorf("%s in branch %d of a set operation is not supported: each branch reads one table (SELECT ... FROM t WHERE ...); define that branch as a transform and read its target in the branch", what, n)
+	return fmt.Errorf("%s in branch %d of a set operation is not supported: each branch reads one table or an INNER or LEFT join of tables (SELECT ... FROM t [JOIN u ON ...] WHERE ...); define that branch as a transform and read its target in the branch", what, n)
 }

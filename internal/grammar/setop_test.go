@@ -34,13 +34,16 @@ func TestSetOperations(t *testing.T) {
 		{`TRANSFORM u FROM a SELECT id INTERSECT ALL SELECT id FROM b`, "INTERSECT ALL is not supported"},
 		{`TRANSFORM u FROM a SELECT id EXCEPT ALL SELECT id FROM b`, "EXCEPT ALL is not supported"},
 		{`TRANSFORM u FROM a SELECT id UNION SELECT id FROM b ORDER BY id LIMIT 3`, "ORDER BY on a set operation is not supported"},
-		{`TRANSFORM u FROM a SELECT id UNION ALL SELECT id FROM b JOIN c ON c.id = b.id`, "a JOIN in branch 2 of a set operation is not supported"},
+		{`TRANSFORM u FROM a SELECT id UNION ALL SELECT b.id FROM b JOIN c ON c.id = b.id`, ""},
+		{`TRANSFORM u FROM a SELECT id UNION ALL SELECT b.id FROM b FULL JOIN c ON c.id = b.id`, "a FULL JOIN in branch 2 of a set operation is not supported"},
 		{`TRANSFORM u FROM a SELECT count(*) UNION ALL SELECT id FROM b`, "GROUP BY, HAVING or an aggregate in branch 1"},
 		{`TRANSFORM u FROM a SELECT id UNION ALL SELECT DISTINCT id FROM b`, "DISTINCT in branch 2"},
 		{`TRANSFORM u FROM a SELECT id UNION ALL SELECT id FROM b UNION SELECT id FROM c`, ""},
 		{`TRANSFORM u FROM a SELECT id UNION SELECT id FROM b UNION ALL SELECT id FROM c`, "UNION ALL over a UNION, INTERSECT or EXCEPT is not supported"},
 		{`TRANSFORM u FROM (SELECT id FROM x UNION SELECT id FROM y) s SELECT *`, "UNION, INTERSECT and EXCEPT are not supported"},
-		{`TRANSFORM u FROM a SELECT id UNION ALL SELECT id FROM b WHERE EXISTS (SELECT 1 FROM c WHERE c.id = b.id)`, "not supported"},
+		{`TRANSFORM u FROM a SELECT id UNION ALL SELECT id FROM b WHERE EXISTS (SELECT 1 FROM c WHERE c.id = b.id)`, ""},
+		{`TRANSFORM u FROM a SELECT id WHERE a.id IN (SELECT c.id FROM c) UNION SELECT id FROM b`, ""},
+		{`TRANSFORM u FROM a SELECT id UNION ALL SELECT id FROM (SELECT id FROM b) d WHERE EXISTS (SELECT 1 FROM c WHERE c.id = d.id)`, "EXISTS and IN subqueries are not supported together with derived tables"},
 	} {
 		_, err := Parse(c.stmt)
 		if c.want == "" {

@@ -80,6 +80,21 @@ var goldenCases = []goldenCase{
 		types: map[string]string{"region": "text", "customer_id": "bigint"},
 	},
 	{
+		name: "union_all_joined_branches",
+		stmt: "TRANSFORM lines FROM orders o JOIN customers c ON c.id = o.customer_id SELECT o.id, c.name UNION ALL SELECT i.order_id, p.title FROM items i LEFT JOIN products p ON p.id = i.product_id WHERE EXISTS (SELECT 1 FROM regions r WHERE r.id = i.line)",
+		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...), table("public", "customers", "c", []string{"id"}, customers...),
+			table("public", "items", "i", []string{"order_id", "line"}, items...), table("public", "products", "p", []string{"id"}, products...),
+			table("public", "regions", "r", []string{"id"}, regions...)},
+		types: map[string]string{"branch": "smallint", "id": "bigint", "name": "text", "i_line": "integer", "c_id": "bigint", "p_id": "bigint"},
+	},
+	{
+		name: "union_joined_branch",
+		stmt: "TRANSFORM names FROM orders o LEFT JOIN customers c ON c.id = o.customer_id SELECT c.name WHERE o.price > 0 EXCEPT SELECT title FROM products",
+		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...), table("public", "customers", "c", []string{"id"}, customers...),
+			table("public", "products", "", []string{"id"}, products...)},
+		types: map[string]string{"name": "text"},
+	},
+	{
 		name:   "projection",
 		stmt:   "TRANSFORM order_totals FROM orders SELECT price + tax AS total WHERE status <> 'cancelled'",
 		tables: []*Table{table("public", "orders", "", []string{"id"}, orders...)},
@@ -549,16 +564,21 @@ func planOf(t *testing.T, c goldenCase) (*Plan, [][]string) {
 	var spec Spec
 	var needs [][]string
 	if tr.SetOp != nil {
-		// A set operation: one table per branch.
+		// A set operation: each branch's tables in turn.
 		first := *tr
 		first.SetOp = nil
 		var resolved []*grammar.Transform
-		for i, b := range append([]*grammar.Transform{&first}, tr.SetOp.Branches...) {
-			r, err := Resolve(b, c.tables[i:i+1])
+		var byBranch [][]*Table
+		at := 0
+		for _, b := range append([]*grammar.Transform{&first}, tr.SetOp.Branches...) {
+			n := 1 + len(b.Joins) + len(b.SubJoins)
+			r, err := Resolve(b, c.tables[at:at+n])
 			require.NoError(t, err)
 			resolved = append(resolved, r)
+			byBranch = append(byBranch, c.tables[at:at+n])
+			at += n
 		}
-		spec, needs, err = CompileSetOp(tr.SetOp.Tree, resolved, c.tables, tr.WithoutSourceIndex)
+		spec, needs, err = CompileSetOp(tr.SetOp.Tree, resolved, byBranch, tr.WithoutSourceIndex)
 		require.NoError(t, err)
 	} else {
 		tr, err = Resolve(tr, c.tables)
@@ -599,9 +619,7 @@ func planOf(t *testing.T, c goldenCase) (*Plan, [][]string) {
 		spec.Semis[i].Source.ID = 2 + len(spec.JoinList()) + i
 	}
 	if spec.SetOp != nil {
-		for i := range spec.SetOp.Branches {
-			spec.SetOp.Branches[i].Source.ID = 1 + i
-		}
+		spec.SetOp.SetIDs(func(pos int) int { return 1 + pos })
 	}
 	pl := &Plan{Target: Target{Schema: "public", Name: tr.Target.Name}, Spec: spec}
 	if tr.Target.Schema != "" {

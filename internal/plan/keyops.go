@@ -143,6 +143,25 @@ func (o *Op) typeOf(typ string) string {
 // and the semi-joins'), with the positions of the tables whose columns its
 // From and Joined name; fn may set the condition's Op.
 func (s *Spec) EachOn(fn func(from, joined int, on *JoinOn)) {
+	if s.SetOp != nil {
+		// A joined branch's positions follow the branches before it.
+		base := 0
+		for i := range s.SetOp.Branches {
+			b := &s.SetOp.Branches[i]
+			for k := range b.Joins {
+				for c := range b.Joins[k].On {
+					fn(base+b.Joins[k].To, base+k+1, &b.Joins[k].On[c])
+				}
+			}
+			for k := range b.Semis {
+				for c := range b.Semis[k].On {
+					fn(base+b.Semis[k].To, base+1+len(b.Joins)+k, &b.Semis[k].On[c])
+				}
+			}
+			base += 1 + len(b.Joins) + len(b.Semis)
+		}
+		return
+	}
 	joins := s.JoinList()
 	for i, j := range joins {
 		for c := range j.On {
@@ -200,7 +219,14 @@ func (s *Spec) SetOps(ops map[string]*Op, colType func(pos int, col string) stri
 	keyOps(&s.Source)
 	if s.SetOp != nil {
 		for i := range s.SetOp.Branches {
-			keyOps(&s.SetOp.Branches[i].Source)
+			b := &s.SetOp.Branches[i]
+			keyOps(&b.Source)
+			for k := range b.Joins {
+				keyOps(&b.Joins[k].Source)
+			}
+			for k := range b.Semis {
+				keyOps(&b.Semis[k].Source)
+			}
 		}
 	}
 	for _, j := range s.JoinList() {

@@ -151,6 +151,15 @@ func (p *Plan) AffectedAt(c Changes, pos, buckets int) string {
 	if pos == at && p.Kind() != KindAggregate {
 		return ""
 	}
+	_, types := p.CheckUnit()
+	return p.walkUnits(c, pos, at, exprs, types, p.Kind() == KindAggregate && p.nullable(at), buckets)
+}
+
+// walkUnits is AffectedAt's query: the values of exprs (of the table at
+// at) in the result rows that hold a changed row of the table at pos,
+// and, with nullUnit, exprs over a NULL-extended row of that table; types
+// are the units' types.
+func (p *Plan) walkUnits(c Changes, pos, at int, exprs, types []string, nullUnit bool, buckets int) string {
 	path := p.treePath(pos, at)
 	var b strings.Builder
 	fmt.Fprintf(&b, "SELECT %s FROM %s", strings.Join(exprs, ", "), p.images(c, pos))
@@ -158,7 +167,7 @@ func (p *Plan) AffectedAt(c Changes, pos, buckets int) string {
 		fmt.Fprintf(&b, " JOIN %s ON %s", p.tableAs(path[i]), p.edgeOn(path[i-1], path[i]))
 	}
 	parts := []string{b.String()}
-	if p.Kind() == KindAggregate && p.nullable(at) && c.Part != "old" {
+	if nullUnit && c.Part != "old" {
 		parts = append(parts, fmt.Sprintf("SELECT %s FROM (SELECT) AS trellis_one LEFT JOIN %s ON false WHERE EXISTS (SELECT FROM chg)",
 			strings.Join(exprs, ", "), p.tableAs(at)))
 	}
@@ -166,6 +175,5 @@ func (p *Plan) AffectedAt(c Changes, pos, buckets int) string {
 	for i := range cols {
 		cols[i] = fmt.Sprintf("g%d", i+1)
 	}
-	_, types := p.CheckUnit()
 	return fmt.Sprintf("WITH %s SELECT DISTINCT %s FROM (%s) AS grp(%s)", c.cte(), textWithBucket(cols, types, buckets), strings.Join(parts, " UNION "), strings.Join(cols, ", "))
 }

@@ -184,9 +184,13 @@ func (s *Spec) JoinList() []*Join {
 // twice).
 func (s *Spec) Sources() []Source {
 	if s.SetOp != nil {
-		out := make([]Source, len(s.SetOp.Branches))
-		for i, b := range s.SetOp.Branches {
-			out[i] = b.Source
+		var out []Source
+		for _, b := range s.SetOp.Branches {
+			if !b.Joined() {
+				out = append(out, b.Source)
+				continue
+			}
+			out = append(out, b.sources()...)
 		}
 		return out
 	}

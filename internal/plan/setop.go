@@ -27,14 +27,92 @@ type SetOp struct {
 	Branches []Branch         `json:"branches"`
 }
 
-// Branch is one SELECT of a set operation over one table.
+// Branch is one SELECT of a set operation: over one table, or over a
+// join of tables (INNER or LEFT, with semi- and anti-joins) whose
+// positions are local to the branch (0 its FROM table, then Joins, then
+// Semis), as a Spec's are.
 type Branch struct {
 	Source Source `json:"source"`
-	Where  string `json:"where,omitempty"`
+	// Joins are the branch's joined tables in order (its JoinList), each
+	// joined to the earlier table at To.
+	Joins []Join `json:"joins,omitempty"`
+	// Semis are the branch's EXISTS/IN subqueries, whose SQL is in Where.
+	Semis []Semi `json:"semis,omitempty"`
+	Where string `json:"where,omitempty"`
+	// Group is the position of the table every output of a joined branch
+	// of a set operation without ALL reads: a distinct row's presence in
+	// the branch is found through it, as an aggregate's group is.
+	Group int `json:"group,omitempty"`
 	// Keys and Cols are the branch's expressions for each of Spec.Key and
 	// Spec.Columns ("NULL" for a key column of another branch).
 	Keys []string `json:"keys"`
 	Cols []string `json:"cols,omitempty"`
+}
+
+// Joined says the branch reads more than one table.
+func (b Branch) Joined() bool { return len(b.Joins) > 0 || len(b.Semis) > 0 }
+
+// sources are the branch's tables by its positions.
+func (b Branch) sources() []Source {
+	s := b.spec()
+	return s.Sources()
+}
+
+// spec is the branch as a definition of its own (its FROM clause, joins,
+// semi-joins and WHERE), whose plan walks its join tree.
+func (b Branch) spec() Spec {
+	s := Spec{Source: b.Source, Semis: b.Semis, Where: b.Where, Reads: b.Source.Reads}
+	if len(b.Joins) > 0 {
+		j := b.Joins[0]
+		s.Join = &j
+		s.Joins = b.Joins[1:]
+	}
+	return s
+}
+
+// BranchSpec is branch i of the set operation as a definition of its own:
+// what its tables' index needs are found from.
+func (s *SetOp) BranchSpec(i int) Spec { return s.Branches[i].spec() }
+
+// branchAt is the branch and its local position of a position of
+// Spec.Sources.
+func (s *SetOp) branchAt(pos int) (int, int) {
+	for i, b := range s.Branches {
+		n := 1 + len(b.Joins) + len(b.Semis)
+		if pos < n {
+			return i, pos
+		}
+		pos -= n
+	}
+	return -1, -1
+}
+
+// GroupSource is the table whose rows a distinct row of a set operation
+// without ALL is found through in this branch (its first output's).
+func (b Branch) GroupSource() Source { return b.sources()[b.Group] }
+
+// SetIDs sets the ID of every branch's tables: id gives the ID of the
+// table at a position of Spec.Sources.
+func (s *SetOp) SetIDs(id func(pos int) int) {
+	pos := 0
+	for i := range s.Branches {
+		for _, src := range s.Branches[i].positions() {
+			src.ID = id(pos)
+			pos++
+		}
+	}
+}
+
+// positions are pointers to the branch's tables by its positions.
+func (b *Branch) positions() []*Source {
+	out := []*Source{&b.Source}
+	for k := range b.Joins {
+		out = append(out, &b.Joins[k].Source)
+	}
+	for k := range b.Semis {
+		out = append(out, &b.Semis[k].Source)
+	}
+	return out
 }
 
 // setOpAlias names the derived table of a set operation's branches.
@@ -51,28 +129,50 @@ const (
 func setCol(name string) string { return ident.Quote(setOpAlias) + "." + ident.Quote(name) }
 
 // CompileSetOp compiles a set operation: branches are its SELECTs (the
-// first is the statement itself), resolved, and tables their tables, one
-// each. It returns the columns of each branch's table whose old values
-// capture must record.
-func CompileSetOp(tree *grammar.SetNode, branches []*grammar.Transform, tables []*Table, withoutSourceIndex bool) (Spec, [][]string, error) {
+// first is the statement itself), resolved, and tables each branch's
+// tables (its FROM table, the joined ones, then its subqueries'). It
+// returns the columns of each of the spec's sources (Spec.Sources) whose
+// old values capture must record.
+func CompileSetOp(tree *grammar.SetNode, branches []*grammar.Transform, tables [][]*Table, withoutSourceIndex bool) (Spec, [][]string, error) {
 	first := branches[0]
 	spec := Spec{WithoutSourceIndex: withoutSourceIndex, SetOp: &SetOp{All: tree.All}}
+	// A joined branch compiles as a join of its own: its ON conditions,
+	// semi-joins and the old values its walks need.
+	joinNeeds := make([][][]string, len(branches))
 	for i, b := range branches {
 		if len(b.Select) != len(first.Select) {
 			return spec, nil, errs.New(trellistype.CodeValidation, "branch %d of the set operation has %d columns and branch 1 has %d: each branch must select as many", i+1, len(b.Select), len(first.Select))
 		}
-		if tables[i].Alias == setOpAlias {
-			return spec, nil, errs.New(trellistype.CodeValidation, "the alias %s is Trellis's own: give the table of branch %d another alias", setOpAlias, i+1)
+		for _, t := range tables[i] {
+			if t.Alias == setOpAlias {
+				return spec, nil, errs.New(trellistype.CodeValidation, "the alias %s is Trellis's own: give the table of branch %d another alias", setOpAlias, i+1)
+			}
 		}
-		t := tables[i]
-		spec.SetOp.Branches = append(spec.SetOp.Branches, Branch{Where: b.Where,
-			Source: Source{Schema: t.Schema, Table: t.Name, Alias: b.From.Alias, KeyCols: t.KeyCols, KeyTypes: t.KeyTypes}})
+		t := tables[i][0]
+		br := Branch{Where: b.Where, Source: Source{Schema: t.Schema, Table: t.Name, Alias: b.From.Alias, KeyCols: t.KeyCols, KeyTypes: t.KeyTypes}}
+		if len(tables[i]) > 1 {
+			bs, needs, err := Compile(b, tables[i])
+			if err != nil {
+				return spec, nil, errs.New(trellistype.CodeValidation, "branch %d of the set operation: %v", i+1, err)
+			}
+			if bs.Join != nil && bs.Join.Full {
+				return spec, nil, errs.New(trellistype.CodeValidation, "a FULL JOIN in branch %d of a set operation is not supported: define the FULL JOIN as a transform and read its target in the branch", i+1)
+			}
+			br.Source, br.Where, br.Semis = bs.Source, bs.Where, bs.Semis
+			br.Source.Reads = bs.Reads
+			for _, j := range bs.JoinList() {
+				br.Joins = append(br.Joins, *j)
+			}
+			joinNeeds[i] = needs
+		}
+		spec.SetOp.Branches = append(spec.SetOp.Branches, br)
 	}
 	names := make([]string, len(first.Select))
 	for j, it := range first.Select {
 		names[j] = it.Name
 	}
 	br := spec.SetOp.Branches
+	outer := func(i int) []*Table { return tables[i][:1+len(br[i].Joins)] }
 	if tree.All {
 		if slices.Contains(names, BranchColumn) {
 			return spec, nil, errs.New(trellistype.CodeValidation, "the output name %s is taken: a UNION ALL target has a column %s saying which branch a row comes from; rename that output", BranchColumn, BranchColumn)
@@ -81,8 +181,8 @@ func CompileSetOp(tree *grammar.SetNode, branches []*grammar.Transform, tables [
 		for i := range br {
 			br[i].Keys = append(br[i].Keys, fmt.Sprintf("%d::smallint", i+1))
 		}
-		// An output that is a key column of its table in every branch
-		// serves as that key column.
+		// An output that is a key column of its (FROM) table in every
+		// branch serves as that key column.
 		served := make([]map[string]bool, len(br))
 		for i := range served {
 			served[i] = map[string]bool{}
@@ -92,8 +192,8 @@ func CompileSetOp(tree *grammar.SetNode, branches []*grammar.Transform, tables [
 			cols := make([]string, len(br))
 			for i, b := range branches {
 				it := b.Select[j]
-				for _, k := range tables[i].KeyCols {
-					if isColumn(it, tables[i], k, tables[i:i+1]) && !served[i][k] {
+				for _, k := range tables[i][0].KeyCols {
+					if isColumn(it, tables[i][0], k, outer(i)) && !served[i][k] {
 						cols[i] = k
 					}
 				}
@@ -110,34 +210,58 @@ func CompileSetOp(tree *grammar.SetNode, branches []*grammar.Transform, tables [
 		}
 		// Every other key column is added as <alias>_<column>, NULL in
 		// the other branches' rows; branches whose added columns have one
-		// name and type share it.
+		// name and type share it. The FROM tables' come first: with the
+		// branch they are a row's unit (the partition a change
+		// recomputes); a joined table's follow.
 		slot := map[string]int{}
 		slotType := map[string]string{}
+		addSlot := func(i int, t *Table, k, typ string) error {
+			name := t.Alias + "_" + k
+			if slices.Contains(names, name) || name == BranchColumn {
+				return errs.New(trellistype.CodeValidation, "column %s is taken: the target needs it for the key column %s of branch %d; select the key column in every branch, or rename that output", name, k, i+1)
+			}
+			if at, ok := slot[name]; ok {
+				if slotType[name] != typ {
+					return errs.New(trellistype.CodeValidation, "the key columns %s of two branches have different types (%s, %s): give the tables different aliases", name, slotType[name], typ)
+				}
+				if br[i].Keys[at] != "NULL" {
+					return errs.New(trellistype.CodeValidation, "two tables of branch %d need the key column %s: give them different aliases", i+1, name)
+				}
+				br[i].Keys[at] = ident.Quote(t.Alias) + "." + ident.Quote(k)
+				return nil
+			}
+			slot[name], slotType[name] = len(spec.Key), typ
+			spec.Key = append(spec.Key, Column{Name: name, Expr: setCol(name)})
+			for x := range br {
+				e := "NULL"
+				if x == i {
+					e = ident.Quote(t.Alias) + "." + ident.Quote(k)
+				}
+				br[x].Keys = append(br[x].Keys, e)
+			}
+			return nil
+		}
 		for i := range br {
-			t := tables[i]
+			t := tables[i][0]
 			for c, k := range t.KeyCols {
 				if served[i][k] {
 					continue
 				}
-				name := t.Alias + "_" + k
-				if slices.Contains(names, name) || name == BranchColumn {
-					return spec, nil, errs.New(trellistype.CodeValidation, "column %s is taken: the target needs it for the key column %s of branch %d; select the key column in every branch, or rename that output", name, k, i+1)
+				if err := addSlot(i, t, k, t.KeyTypes[c]); err != nil {
+					return spec, nil, err
 				}
-				if at, ok := slot[name]; ok {
-					if slotType[name] != t.KeyTypes[c] {
-						return spec, nil, errs.New(trellistype.CodeValidation, "the key columns %s of two branches have different types (%s, %s): give the tables different aliases", name, slotType[name], t.KeyTypes[c])
+			}
+		}
+		units := len(spec.Key)
+		for i := range br {
+			for _, t := range outer(i)[1:] {
+				for c, k := range t.KeyCols {
+					if at, ok := slot[t.Alias+"_"+k]; ok && at < units {
+						return spec, nil, errs.New(trellistype.CodeValidation, "the key column %s_%s of branch %d's joined table %s is another branch's FROM key column: give the tables different aliases", t.Alias, k, i+1, t.Alias)
 					}
-					br[i].Keys[at] = ident.Quote(t.Alias) + "." + ident.Quote(k)
-					continue
-				}
-				slot[name], slotType[name] = len(spec.Key), t.KeyTypes[c]
-				spec.Key = append(spec.Key, Column{Name: name, Expr: setCol(name)})
-				for x := range br {
-					e := "NULL"
-					if x == i {
-						e = ident.Quote(t.Alias) + "." + ident.Quote(k)
+					if err := addSlot(i, t, k, t.KeyTypes[c]); err != nil {
+						return spec, nil, err
 					}
-					br[x].Keys = append(br[x].Keys, e)
 				}
 			}
 		}
@@ -151,7 +275,7 @@ func CompileSetOp(tree *grammar.SetNode, branches []*grammar.Transform, tables [
 			}
 		}
 		var part []string
-		for _, k := range spec.Key {
+		for _, k := range spec.Key[:units] {
 			part = append(part, k.Expr)
 		}
 		spec.Window = &Window{Partition: part}
@@ -164,11 +288,44 @@ func CompileSetOp(tree *grammar.SetNode, branches []*grammar.Transform, tables [
 				br[i].Keys = append(br[i].Keys, b.Select[j].Expr)
 			}
 		}
+		// A joined branch's distinct rows are found through the one table
+		// its outputs read, as an aggregate's groups are (decision 0040).
+		for i, b := range branches {
+			if !br[i].Joined() {
+				continue
+			}
+			group := -1
+			for _, it := range b.Select {
+				for _, c := range it.Columns {
+					pos, err := tableOf(c, outer(i))
+					if err != nil {
+						return spec, nil, errs.New(trellistype.CodeValidation, "branch %d of the set operation: %v", i+1, err)
+					}
+					if group >= 0 && pos != group {
+						return spec, nil, errs.New(trellistype.CodeValidation,
+							"the outputs of branch %d of the set operation read two of its tables (%s and %s): without ALL, a joined branch's outputs must read one of its tables, as GROUP BY over a join does; use UNION ALL, or define the join as a transform and read its target in the branch",
+							i+1, tables[i][group].Alias, tables[i][pos].Alias)
+					}
+					group = pos
+					joinNeeds[i][pos] = appendNew(joinNeeds[i][pos], c.Column)
+				}
+			}
+			br[i].Group = max(group, 0)
+		}
 		spec.SetOp.Tree = tree
 		spec.Having = presence(tree)
 	}
-	needs := make([][]string, len(branches))
+	var needs [][]string
 	for i, b := range branches {
+		if br[i].Joined() {
+			// The joined branch's tables, with the old values its walks
+			// need (ON columns, and without ALL its outputs').
+			for pos, src := range br[i].positions() {
+				src.Needs = joinNeeds[i][pos]
+			}
+			needs = append(needs, joinNeeds[i]...)
+			continue
+		}
 		var reads []string
 		for _, it := range b.Select {
 			for _, c := range it.Columns {
@@ -178,20 +335,22 @@ func CompileSetOp(tree *grammar.SetNode, branches []*grammar.Transform, tables [
 		for _, c := range b.WhereColumns {
 			reads = appendNew(reads, c.Column)
 		}
-		for _, k := range tables[i].KeyCols {
+		for _, k := range tables[i][0].KeyCols {
 			reads = appendNew(reads, k)
 		}
 		for _, r := range reads {
-			if _, ok := tables[i].Columns[r]; !ok {
-				return spec, nil, errs.New(trellistype.CodeValidation, "column %s does not exist in %s (branch %d of the set operation)", r, tables[i].Alias, i+1)
+			if _, ok := tables[i][0].Columns[r]; !ok {
+				return spec, nil, errs.New(trellistype.CodeValidation, "column %s does not exist in %s (branch %d of the set operation)", r, tables[i][0].Alias, i+1)
 			}
 		}
 		br[i].Source.Reads = reads
+		var need []string
 		if !tree.All {
 			// A row's old values give the distinct rows it was part of.
-			needs[i] = reads
+			need = reads
 		}
-		br[i].Source.Needs = needs[i]
+		br[i].Source.Needs = need
+		needs = append(needs, need)
 	}
 	spec.Source = br[0].Source
 	spec.Reads = br[0].Source.Reads
@@ -259,7 +418,12 @@ func (p *Plan) setOpFrom() string {
 		if b.Where != "" {
 			where = " WHERE (" + b.Where + ")"
 		}
-		parts[i] = fmt.Sprintf("SELECT %s FROM %s AS %s%s", strings.Join(sel, ", "), ident.Qualified(b.Source.Schema, b.Source.Table), ident.Quote(aliasOf(b.Source)), where)
+		from := ident.Qualified(b.Source.Schema, b.Source.Table) + " AS " + ident.Quote(aliasOf(b.Source))
+		if b.Joined() {
+			bp := &Plan{Spec: b.spec()}
+			from = bp.fromClause()
+		}
+		parts[i] = fmt.Sprintf("SELECT %s FROM %s%s", strings.Join(sel, ", "), from, where)
 	}
 	return "(" + strings.Join(parts, " UNION ALL ") + ") AS " + ident.Quote(setOpAlias)
 }
@@ -273,9 +437,11 @@ func (p *Plan) slotType(c Column) string {
 		if j < 0 || b.Keys[j] == "NULL" {
 			continue
 		}
-		for x, k := range b.Source.KeyCols {
-			if b.Keys[j] == ident.Quote(aliasOf(b.Source))+"."+ident.Quote(k) {
-				return b.Source.KeyTypes[x]
+		for _, src := range b.sources() {
+			for x, k := range src.KeyCols {
+				if b.Keys[j] == ident.Quote(aliasOf(src))+"."+ident.Quote(k) {
+					return src.KeyTypes[x]
+				}
 			}
 		}
 	}
@@ -287,7 +453,8 @@ func (p *Plan) slotType(c Column) string {
 // rows; otherwise the distinct rows their old values and current rows
 // give in that branch. Returns the keys as text and their bucket.
 func (p *Plan) AffectedBranch(c Changes, pos, buckets int) string {
-	b := p.Spec.SetOp.Branches[pos]
+	i, local := p.Spec.SetOp.branchAt(pos)
+	b := p.Spec.SetOp.Branches[i]
 	a := aliasOf(b.Source)
 	// The branch's key expressions, cast to the key's types once the
 	// target has recorded them.
@@ -297,6 +464,27 @@ func (p *Plan) AffectedBranch(c Changes, pos, buckets int) string {
 		if t := p.Spec.Key[j].Type; t != "" {
 			exprs[j] = "(" + e + ")::" + t
 		}
+	}
+	if p.Spec.SetOp.All {
+		// A row's unit is its branch and FROM key: the partition.
+		exprs = exprs[:len(p.Spec.Window.Partition)]
+	}
+	if b.Joined() && (local > 0 || !p.Spec.SetOp.All) {
+		// Along the branch's join tree from the changed table to the
+		// unit's: its FROM table, or without ALL the table its outputs
+		// read (the NULL-extended row too when a LEFT JOIN can leave that
+		// table out), as for a join of many tables (decision 0026).
+		bp := &Plan{Spec: b.spec()}
+		at := 0
+		if !p.Spec.SetOp.All {
+			at = b.Group
+		}
+		for j, e := range exprs {
+			if e == "NULL" && p.Spec.Key[j].Type == "" {
+				exprs[j] = "NULL::text"
+			}
+		}
+		return bp.walkUnits(c, local, at, exprs, p.setOpKeyTypes(), !p.Spec.SetOp.All && bp.nullable(at), buckets)
 	}
 	if p.Spec.SetOp.All {
 		// The changed keys, as the branch's table types them.

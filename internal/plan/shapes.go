@@ -400,6 +400,11 @@ func (p *Plan) keyNullable(i int, withNulls bool) bool {
 	if i < len(p.unitExprs()) {
 		return withNulls
 	}
+	if p.Spec.SetOp != nil {
+		// A UNION ALL's key past its unit: a joined table's, NULL in
+		// other branches' rows and under a LEFT JOIN.
+		return true
+	}
 	// A window's key past its partition is the FROM table's key.
 	return false
 }
