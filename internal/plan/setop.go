@@ -155,8 +155,8 @@ func CompileSetOp(tree *grammar.SetNode, branches []*grammar.Transform, tables [
 			if err != nil {
 				return spec, nil, errs.New(trellistype.CodeValidation, "branch %d of the set operation: %v", i+1, err)
 			}
-			if bs.Join != nil && bs.Join.Full {
-				return spec, nil, errs.New(trellistype.CodeValidation, "a FULL JOIN in branch %d of a set operation is not supported: define the FULL JOIN as a transform and read its target in the branch", i+1)
+			if (&Plan{Spec: bs}).Full() {
+				return spec, nil, errs.New(trellistype.CodeValidation, "a FULL JOIN, or a RIGHT JOIN after the second table, in branch %d of a set operation is not supported: define that join as a transform and read its target in the branch", i+1)
 			}
 			br.Source, br.Where, br.Semis = bs.Source, bs.Where, bs.Semis
 			br.Source.Reads = bs.Reads
