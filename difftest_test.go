@@ -457,9 +457,10 @@ func (g *diffGen) def(i int, prior []diffDef) diffDef {
 			j1 = "FULL JOIN"
 			from = fmt.Sprintf("%s a FULL JOIN %s b ON a.id = b.aid %s %s c ON %s", g.q("a"), g.q("b"), j2, g.q("c"), on)
 		}
-		if shape == "join3" && g.outer.IntN(2) == 0 {
+		if g.outer.IntN(2) == 0 {
 			// c joined with a RIGHT or FULL JOIN after the join of a and
-			// b (of any kind): any of the tables may be a row's first
+			// b (of any kind): any of the tables may be a row's first, and
+			// any may be missing from a group's rows
 			j2 = []string{"RIGHT JOIN", "FULL JOIN"}[g.outer.IntN(2)]
 			from = fmt.Sprintf("%s a %s %s b ON a.id = b.aid %s %s c ON %s", g.q("a"), j1, g.q("b"), j2, g.q("c"), on)
 		}

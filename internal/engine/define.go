@@ -134,7 +134,7 @@ func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error 
 		return errs.New(trellistype.CodeValidation,
 			"%s cannot be read by a transform: an aggregate without GROUP BY has one row and no key column; read its sources instead", up.Target)
 	}
-	if pl.Full() {
+	if pl.FullUnits() {
 		what := "a FULL JOIN"
 		if !slices.ContainsFunc(up.Spec.JoinList(), func(j *plan.Join) bool { return j.Full }) {
 			what = "a RIGHT JOIN after the second table"
@@ -154,6 +154,10 @@ func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error 
 		// its source), which no key can be blamed for. A window's key is
 		// its PARTITION BY outputs, then its source's key (never NULL).
 		side := up.Spec.Sources()[up.Spec.GroupPos()]
+		if pl.GroupNullable() && pl.Full() {
+			return errs.New(trellistype.CodeValidation,
+				"%s cannot be read by a transform: it is grouped by a table its FULL or RIGHT JOIN may leave out, whose group is NULL for rows without it; group by a table every row holds", up.Target)
+		}
 		if pl.GroupNullable() {
 			return errs.New(trellistype.CodeValidation,
 				"%s cannot be read by a transform: it is a LEFT JOIN grouped by the joined side, whose group is NULL for rows without a match", up.Target)

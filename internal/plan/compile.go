@@ -117,8 +117,6 @@ func Compile(s *grammar.Transform, tables []*Table) (Spec, [][]string, error) {
 		switch {
 		case len(s.SubJoins) > 0:
 			return spec, nil, errs.New(trellistype.CodeValidation, "EXISTS and IN subqueries together with a FULL JOIN are not supported (nor with a RIGHT JOIN after the second table): filter with a join instead, or define the join over tables that need no subquery")
-		case len(s.GroupBy) > 0 || s.Aggregated() || s.Distinct:
-			return spec, nil, errs.New(trellistype.CodeValidation, "GROUP BY, DISTINCT and aggregates over a FULL JOIN are not supported (nor over a RIGHT JOIN after the second table): group a LEFT JOIN instead, or aggregate when you read the join's target")
 		}
 	}
 	if err := compileSemis(&spec, s, all, tables, need, tableReads); err != nil {

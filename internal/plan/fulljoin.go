@@ -28,6 +28,11 @@ func (p *Plan) Full() bool {
 	return false
 }
 
+// FullUnits reports whether the definition's units are the keys of the
+// first table a row holds: a join (not an aggregate over it, whose unit is
+// its group) with a FULL JOIN or a RIGHT JOIN after the second table.
+func (p *Plan) FullUnits() bool { return p.Kind() == KindJoin && p.Full() }
+
 // fullPart is one table that can be the first a row holds: the FROM
 // table, or a table joined with RIGHT or FULL JOIN.
 type fullPart struct {
@@ -261,7 +266,7 @@ func (p *Plan) fullUnitArr(i int, ref func(int) string) string {
 // key, but for a FULL JOIN's: the key of the first table the row holds,
 // see fullUnitArr), for the self-check to restrict a page to rows' units.
 func (p *Plan) UnitOf(key []*string) []*string {
-	if !p.Full() || p.Kind() != KindJoin {
+	if !p.FullUnits() {
 		names, _ := p.CheckUnit()
 		return key[:len(names)]
 	}

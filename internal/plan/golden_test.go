@@ -191,6 +191,13 @@ var goldenCases = []goldenCase{
 		types: map[string]string{"o_id": "bigint", "c_id": "bigint", "r_id": "integer", "name": "text", "price": "numeric"},
 	},
 	{
+		name: "join_full_third_grouped",
+		stmt: "TRANSFORM reach FROM orders o LEFT JOIN customers c ON c.id = o.customer_id FULL JOIN regions r ON r.id = c.tier SELECT r.name, count(o.id) AS n, sum(o.price) AS total GROUP BY r.name",
+		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...),
+			table("public", "customers", "c", []string{"id"}, customers...), table("public", "regions", "r", []string{"id"}, regions...)},
+		types: map[string]string{"name": "text", "n": "bigint", "total": "numeric"},
+	},
+	{
 		name:   "distinct",
 		stmt:   "TRANSFORM pairs FROM orders SELECT DISTINCT region, lower(status), 'x' AS tag",
 		tables: []*Table{table("public", "orders", "", []string{"id"}, orders...)},

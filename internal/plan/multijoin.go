@@ -48,16 +48,27 @@ func (p *Plan) joinOn(j Join) string {
 }
 
 // nullable reports whether a table's row can be missing from a result row
-// (NULL-extended): it, or a table on its way to the FROM table, is joined
-// with LEFT JOIN.
+// (NULL-extended): a RIGHT or FULL JOIN after it may leave out every
+// table before that join; it is joined with LEFT (or FULL) JOIN; or it is
+// joined (INNER or LEFT) to a table that can be missing.
 func (p *Plan) nullable(pos int) bool {
-	for pos > 0 {
-		if p.edge(pos).Left {
+	joins := p.Spec.JoinList()
+	for k := pos + 1; k <= len(joins); k++ {
+		if joins[k-1].Full || joins[k-1].Right {
 			return true
 		}
-		pos = p.parentOf(pos)
 	}
-	return false
+	if pos == 0 {
+		return false
+	}
+	e := p.edge(pos)
+	switch {
+	case e.Left:
+		return true
+	case e.Right:
+		return false // kept whether or not the tables before it match
+	}
+	return p.nullable(e.To)
 }
 
 // GroupNullable reports whether an aggregate over a join groups by a
@@ -144,7 +155,7 @@ func (p *Plan) AffectedAt(c Changes, pos, buckets int) string {
 	if p.Spec.Global {
 		return p.AffectedGroups(c, false, buckets)
 	}
-	if p.Full() {
+	if p.FullUnits() {
 		return p.fullAffected(c, pos, buckets)
 	}
 	at, exprs := p.unitAt()

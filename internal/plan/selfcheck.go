@@ -169,7 +169,7 @@ func (p *Plan) CheckPage(hasLower, hasUpper bool) string {
 
 	var unitArrs, setArrs []string
 	for i := range unitNames {
-		if p.Full() {
+		if p.FullUnits() {
 			unitArrs = append(unitArrs, p.fullUnitArr(i, func(i int) string { return fmt.Sprintf("j.trellis_k%d", i+1) }))
 			setArrs = append(setArrs, fmt.Sprintf("ARRAY[u%d]", i+1))
 			continue

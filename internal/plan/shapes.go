@@ -135,7 +135,7 @@ func (p *Plan) oneUnit() bool {
 // without PARTITION BY), a projection's key.
 func (p *Plan) KeyParams() int {
 	switch {
-	case p.Full():
+	case p.FullUnits():
 		return len(p.fullParams())
 	case p.Kind() == KindJoin:
 		return len(p.Spec.Source.KeyCols)
@@ -267,7 +267,7 @@ func (p *Plan) columnNamesShape() []string {
 // of a join: one text[] parameter per FROM key column. One statement (see
 // shapeRecompute): only the rows that changed are written.
 func (p *Plan) RecomputeJoinKeys() []string {
-	if p.Full() {
+	if p.FullUnits() {
 		return p.recomputeFullKeys()
 	}
 	src := p.Spec.Source
@@ -293,7 +293,7 @@ func (p *Plan) RecomputeJoinKeys() []string {
 // joinKeysParts are the keys CTE of a join's keyed recompute and the
 // definition's query for those keys.
 func (p *Plan) joinKeysParts() (keys, query string) {
-	if p.Full() {
+	if p.FullUnits() {
 		return p.fullKeysParts()
 	}
 	src := p.Spec.Source
@@ -699,7 +699,7 @@ func (p *Plan) AffectedGroups(c Changes, joinedSide bool, buckets int) string {
 // (before its WHERE, which may be what fails). A build on which a row fails
 // is re-derived key by key from this list.
 func (p *Plan) ShapeKeys() string {
-	if p.Full() {
+	if p.FullUnits() {
 		return p.fullShapeKeys()
 	}
 	if p.Kind() == KindJoin {
