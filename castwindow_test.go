@@ -16,7 +16,8 @@ import (
 // creation and the pass that pauses its readers). Writes keep flowing
 // through keys of every kind the plan renders: a one-column enum key, an
 // enum in a key of two columns, an enum grouped on and captured, an enum
-// joined on. The drain must never run either cast (with its own role's
+// joined on, and a key whose row fails a column (its page is diagnosed
+// key by key). The drain must never run either cast (with its own role's
 // rights or any other), and every target must stay exact.
 func TestDrainNeverRunsACastPlantedOnAKeyType(t *testing.T) {
 	t.Parallel()
@@ -26,7 +27,11 @@ func TestDrainNeverRunsACastPlantedOnAKeyType(t *testing.T) {
 	e.as(planter,
 		`CREATE TYPE public.mood AS ENUM ('low', 'mid', 'high')`,
 		`CREATE TABLE public.hits (who text, what text)`,
-		`GRANT INSERT ON public.hits TO PUBLIC`)
+		`GRANT INSERT ON public.hits TO PUBLIC`,
+		// A sequence counts the runs a rollback undoes in hits (a key
+		// diagnosed in a subtransaction).
+		`CREATE SEQUENCE public.cast_runs`,
+		`GRANT USAGE ON SEQUENCE public.cast_runs TO PUBLIC`)
 	e.exec(`CREATE TABLE one (m public.mood PRIMARY KEY, v int NOT NULL)`)
 	e.exec(`CREATE TABLE two (id int, m public.mood, v int NOT NULL, PRIMARY KEY (id, m))`)
 	e.exec(`CREATE TABLE facts (id int PRIMARY KEY, m public.mood NOT NULL, v int NOT NULL)`)
@@ -47,6 +52,7 @@ func TestDrainNeverRunsACastPlantedOnAKeyType(t *testing.T) {
 		"TRANSFORM by_two FROM two SELECT id AS id, m AS m, v + 1 AS w",
 		"TRANSFORM by_m FROM facts SELECT m AS m, sum(v) AS s, count(*) AS n GROUP BY m",
 		"TRANSFORM joined FROM facts f JOIN one o ON o.m = f.m SELECT f.id AS id, f.v AS v, o.v AS ov",
+		"TRANSFORM ratio FROM two SELECT id AS id, m AS m, 100 / v AS r",
 	} {
 		_, err := builder.Define(e.ctx, d)
 		require.NoError(t, err, d)
@@ -54,11 +60,12 @@ func TestDrainNeverRunsACastPlantedOnAKeyType(t *testing.T) {
 	for target := range defs {
 		e.waitState(builder, target, trellis.StateLive)
 	}
+	e.waitState(builder, "ratio", trellis.StateLive)
 	require.NoError(t, builder.Close())
 	drain := e.connect(trellis.Options{DrainWorkers: 2})
 
 	hit := func(what string) string {
-		return fmt.Sprintf(`INSERT INTO public.hits VALUES (current_user, '%s')`, what)
+		return fmt.Sprintf(`PERFORM pg_catalog.nextval('public.cast_runs'); INSERT INTO public.hits VALUES (current_user, '%s')`, what)
 	}
 	e.as(planter,
 		`CREATE FUNCTION public.mood_from(text) RETURNS public.mood LANGUAGE plpgsql AS $$
@@ -80,10 +87,16 @@ BEGIN `+hit("mood->text")+`; RETURN pg_catalog.textin(pg_catalog.enum_out($1)); 
 		e.as(writer, `DELETE FROM one WHERE m = 'mid'`)
 		e.as(writer, `INSERT INTO one VALUES ('mid', 10)`)
 	}
+	// A row on which a column fails: its page is diagnosed key by key.
+	e.as(writer, `UPDATE two SET v = 0 WHERE id = 4 AND m = 'low'`)
 	e.converge(drain)
+	q := e.waitQuarantine(drain, "ratio.r", func(q trellis.QuarantineEntry) bool { return q.Rows == 1 })
+	require.Contains(t, q.Error, "division by zero")
 	for target, recompute := range defs {
 		e.assertMatches(target, recompute)
 	}
 	require.Empty(t, e.rows(`SELECT who, what, count(*) FROM public.hits GROUP BY who, what ORDER BY 1, 2`),
 		"a cast planted on the key type ran")
+	require.Equal(t, [][]string{{"false"}}, e.rows(`SELECT is_called FROM public.cast_runs`),
+		"a cast planted on the key type ran in a subtransaction rolled back since")
 }

@@ -348,3 +348,17 @@ func unnestParams(start int, names, types []string) string {
 	}
 	return fmt.Sprintf("SELECT %s FROM unnest(%s) AS u(%s)", strings.Join(elems, ", "), strings.Join(params, ", "), strings.Join(cols, ", "))
 }
+
+// KeyParamsTyped reports whether some key parameter of the plan's keyed
+// statements is typed with its key column's own type (see keyParam):
+// text put in its place, as the catalog's diagnosis probe does, would be
+// cast to that type.
+func (p *Plan) KeyParamsTyped() bool {
+	_, types := p.CheckUnit()
+	for _, t := range types {
+		if ownParam(t) {
+			return true
+		}
+	}
+	return false
+}

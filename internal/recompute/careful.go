@@ -2,12 +2,16 @@ package recompute
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/trellis-pg/trellis/internal/grammar"
+	"github.com/trellis-pg/trellis/internal/pgerr"
 	"github.com/trellis-pg/trellis/internal/plan"
 )
 
@@ -69,6 +73,9 @@ func (ap *applier) probe(ctx context.Context, tx pgx.Tx, wk *Set, pl *plan.Plan,
 		stmts = []string{pl.EvalKeys(wk.upTo != nil, hasNull(keys))}
 	}
 	dry := mode != probeApply
+	if pl.KeyParamsTyped() {
+		return ap.probeEach(ctx, tx, wk, stmts, keys, n, dry)
+	}
 	var qs []string
 	for _, s := range stmts {
 		q, err := grammar.Rebind(s, func(i int) string {
@@ -86,9 +93,13 @@ func (ap *applier) probe(ctx context.Context, tx pgx.Tx, wk *Set, pl *plan.Plan,
 		}
 		qs = append(qs, q)
 	}
-	arg := make([][]*string, len(keys))
-	for i, k := range keys {
-		arg[i] = k[:n]
+	// The keys as one two-dimensional text[], its shape given: encoding a
+	// [][]*string by reflection failed on drain connections (seen with
+	// enum keys, "unable to encode ... into binary format for _text").
+	arg := pgtype.Array[*string]{Valid: true,
+		Dims: []pgtype.ArrayDimension{{Length: int32(len(keys)), LowerBound: 1}, {Length: int32(n), LowerBound: 1}}}
+	for _, k := range keys {
+		arg.Elements = append(arg.Elements, k[:n]...)
 	}
 	bound := wk.upTo
 	if bound == nil {
@@ -109,6 +120,46 @@ func (ap *applier) probe(ctx context.Context, tx pgx.Tx, wk *Set, pl *plan.Plan,
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("probing %d keys of %s: %w", len(keys), wk.T.Target, err)
+	}
+	return out, nil
+}
+
+// probeEach is probe for a plan whose key parameters have their key
+// columns' own types: each key's statements run from here, in a
+// subtransaction of their own, the key passed as parameters of its type
+// (the catalog's probe passes text, which would be cast to it, running a
+// cast the type's owner may have created: decision 0037). It costs a
+// round trip per statement and key, on a page being diagnosed only.
+func (ap *applier) probeEach(ctx context.Context, tx pgx.Tx, wk *Set, stmts []string, keys [][]*string, n int, dry bool) ([]Failure, error) {
+	var out []Failure
+	for _, k := range keys {
+		args := wk.keyedArgs([][]*string{k})
+		run := func() error {
+			for _, q := range stmts {
+				if _, err := tx.Exec(ctx, q, args...); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		var err error
+		if dry {
+			err = Undone(ctx, tx, run)
+		} else {
+			err = Savepoint(ctx, tx, run)
+		}
+		if err == nil {
+			continue
+		}
+		if !RowError(err) {
+			return nil, fmt.Errorf("probing a key of %s: %w", wk.T.Target, err)
+		}
+		f := Failure{Key: k[:n], State: pgerr.Code(err), Msg: err.Error()}
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) {
+			f.Msg = pe.Message
+		}
+		out = append(out, f)
 	}
 	return out, nil
 }
