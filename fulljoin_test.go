@@ -272,3 +272,51 @@ func TestJoinsIgnoreRetypeOfColumnsOthersCapture(t *testing.T) {
 		}
 	}
 }
+
+// TestFullJoinMovesWithinOnePage: a FROM row's changes that reach one page
+// together (no worker running while they commit) add or remove the joined
+// rows without a partner exactly when its join column moves: away and
+// back (nothing to do), away then another column (the old partner loses
+// its match, the new one may gain its first), deleted and inserted again,
+// onto a partner that had none, inserted then updated (its update's old
+// values are not the page's before: it was not there), and its key moved
+// with the join column kept.
+func TestFullJoinMovesWithinOnePage(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	createFullJoinSources(e)
+	e.exec(`INSERT INTO rights VALUES (1000, 60, 0, 1), (1001, 61, 0, 1), (1002, 62, 0, 1), (1003, 63, 0, 1), (1004, 64, 0, 1), (1005, 65, 0, 1), (1006, 66, 0, 1)`)
+	e.exec(`INSERT INTO lefts VALUES (500, 60, 0, 1), (501, 61, 0, 1), (502, 62, 0, 1), (503, 55, 0, 1), (504, 64, 0, 1), (505, 56, 0, 1)`)
+	m := e.connect(trellis.Options{})
+	require.NoError(t, m.Migrate(e.ctx))
+	w := e.connect(trellis.Options{Staging: true, DrainWorkers: 2})
+	for _, d := range fullJoins {
+		_, err := w.Define(e.ctx, d.stmt)
+		require.NoError(t, err, d.stmt)
+	}
+	for _, d := range fullJoins {
+		e.waitState(w, d.target, trellis.StateLive)
+		e.fixIndexGaps(w, d.target)
+	}
+	e.converge(w)
+	require.NoError(t, w.Close())
+
+	for _, q := range []string{
+		`UPDATE lefts SET g = 63 WHERE id = 500`, `UPDATE lefts SET g = 60 WHERE id = 500`, // away and back
+		`UPDATE lefts SET g = 62 WHERE id = 501`, `UPDATE lefts SET v = 9 WHERE id = 501`, // 61 loses its partner
+		`DELETE FROM lefts WHERE id = 502`, `INSERT INTO lefts VALUES (502, 62, 0, 2)`, // deleted and back
+		`UPDATE lefts SET g = 63 WHERE id = 503`, `UPDATE lefts SET v = 3 WHERE id = 503`, // 63 gains one
+		`UPDATE lefts SET g = 65 WHERE id = 505`, `UPDATE lefts SET h = 1 WHERE id = 505`, // 65 gains one, then another column
+		`INSERT INTO lefts VALUES (506, 66, 0, 1)`, `UPDATE lefts SET v = 2 WHERE id = 506`, // inserted, then updated
+		`UPDATE lefts SET id = 600 WHERE id = 504`, // the key moves, g stays
+		`UPDATE lefts SET v = v + 1 WHERE id < 100`, // other columns only
+	} {
+		e.exec(q)
+	}
+	w2 := e.connect(trellis.Options{Staging: true, DrainWorkers: 1})
+	e.converge(w2)
+	for _, d := range fullJoins {
+		e.requireLiveAndExact(w2, d.target, d.recompute)
+	}
+	require.Equal(t, [][]string{{"1001"}}, e.rows(`SELECT rid FROM fj_pairs WHERE lid IS NULL AND rid >= 1000 ORDER BY rid`))
+}
