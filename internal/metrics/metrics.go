@@ -31,6 +31,18 @@ const TargetLabel = "target"
 // SampleEvery is the least time between two samples of an instance's gauges.
 const SampleEvery = 2 * time.Second
 
+// sampleShare bounds the time the staging worker spends sampling: after a
+// sample that took d, the next waits at least d / sampleShare (a sample
+// counts every pending change, so on a backlog of 200,000 changes it took
+// about a second, every SampleEvery, beside the drain it measured).
+const sampleShare = 0.05
+
+// sampleGap is the least time from one sample to the next, given how long
+// the last one took.
+func sampleGap(took time.Duration) time.Duration {
+	return max(SampleEvery, time.Duration(float64(took)/sampleShare))
+}
+
 // States are the transform states trellis_transforms reports, as the
 // catalog keeps them (a transform catching up is live in the catalog).
 var States = []trellistype.State{trellistype.StateWaitingToBackfill, trellistype.StateBackfilling, trellistype.StateLive, trellistype.StatePaused}
@@ -213,6 +225,7 @@ type Instance struct {
 
 	smu        sync.Mutex
 	lastSample time.Time
+	lastTook   time.Duration // how long the last sample took
 	targets    map[string]bool // the targets the last sample reported
 }
 

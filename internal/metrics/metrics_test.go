@@ -67,3 +67,19 @@ func TestInstances(t *testing.T) {
 	defer a.Close()
 	require.Contains(t, Render(), `trellis_drain_keys_applied_total{trellis_instance="db/unit_a"} 0`+"\n")
 }
+
+// TestCostlySamplesComeLessOften: after a sample that took a second (a
+// large backlog to count), the next waits twenty seconds, not SampleEvery;
+// a cheap one is repeated every SampleEvery.
+func TestCostlySamplesComeLessOften(t *testing.T) {
+	require.Equal(t, SampleEvery, sampleGap(10*time.Millisecond))
+	require.Equal(t, 20*time.Second, sampleGap(time.Second))
+
+	in := Open("db/unit_costly")
+	defer in.Close()
+	in.lastSample = time.Now().Add(-3 * time.Second)
+	in.lastTook = time.Second
+	// Not due: it returns before reading anything (a nil querier would
+	// panic).
+	require.NoError(t, in.Sample(t.Context(), nil, nil))
+}

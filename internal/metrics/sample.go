@@ -12,7 +12,7 @@ import (
 )
 
 // Sample reads the instance's gauges from its catalog, unless the last
-// sample is younger than SampleEvery. The staging worker calls it from its
+// sample is younger than SampleEvery, or than twenty times what it took. The staging worker calls it from its
 // maintenance pass. A failed sample is counted and returned; the gauges
 // keep their last values.
 func (in *Instance) Sample(ctx context.Context, q catalog.Querier, cat *catalog.Catalog) error {
@@ -21,10 +21,11 @@ func (in *Instance) Sample(ctx context.Context, q catalog.Querier, cat *catalog.
 	}
 	in.smu.Lock()
 	defer in.smu.Unlock()
-	if time.Since(in.lastSample) < SampleEvery {
+	if time.Since(in.lastSample) < sampleGap(in.lastTook) {
 		return nil
 	}
 	in.lastSample = time.Now()
+	defer func() { in.lastTook = time.Since(in.lastSample) }()
 	ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
 	defer cancel()
 	var pending, ledgerRows, cols, held int64
@@ -107,6 +108,7 @@ func (in *Instance) ForgetSample() {
 	in.smu.Lock()
 	defer in.smu.Unlock()
 	in.lastSample = time.Time{}
+	in.lastTook = 0
 	in.targets = nil
 	only := prometheus.Labels{InstanceLabel: in.label}
 	for _, g := range fam.sampled() {
