@@ -308,7 +308,7 @@ func TestFullJoinMovesWithinOnePage(t *testing.T) {
 		`UPDATE lefts SET g = 63 WHERE id = 503`, `UPDATE lefts SET v = 3 WHERE id = 503`, // 63 gains one
 		`UPDATE lefts SET g = 65 WHERE id = 505`, `UPDATE lefts SET h = 1 WHERE id = 505`, // 65 gains one, then another column
 		`INSERT INTO lefts VALUES (506, 66, 0, 1)`, `UPDATE lefts SET v = 2 WHERE id = 506`, // inserted, then updated
-		`UPDATE lefts SET id = 600 WHERE id = 504`, // the key moves, g stays
+		`UPDATE lefts SET id = 600 WHERE id = 504`,  // the key moves, g stays
 		`UPDATE lefts SET v = v + 1 WHERE id < 100`, // other columns only
 	} {
 		e.exec(q)

@@ -225,7 +225,7 @@ type Instance struct {
 
 	smu        sync.Mutex
 	lastSample time.Time
-	lastTook   time.Duration // how long the last sample took
+	lastTook   time.Duration   // how long the last sample took
 	targets    map[string]bool // the targets the last sample reported
 }
 
