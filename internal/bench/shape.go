@@ -85,10 +85,17 @@ const (
 	// with UNION (keyed by the whole row, id and v; ids stay unique, so
 	// the benchmarks match rows by id).
 	UnionDistinct = "union_distinct"
+	// UnionJoin: the join's tables; TRANSFORM bench_tgt FROM bench_src s
+	// JOIN bench_customers c ON c.id = s.customer_id SELECT s.id, c.region,
+	// s.v WHERE s.v >= 0 UNION ALL SELECT s.id, c.region, s.v FROM bench_src
+	// s LEFT JOIN bench_customers c ON c.id = s.customer_id WHERE s.v < 0
+	// (branches that join, decision 0040: keyed by branch, id, c_id; every
+	// row is in the first branch).
+	UnionJoin = "union_join"
 )
 
 // Shapes lists every shape; the first is the default.
-var Shapes = []string{Projection, GroupBy, Join, Quarantine, Having, Global, Derived, CTE, View, Window, TopK, DistinctOn, Join3, Semi, Union, UnionDistinct, FullJoin}
+var Shapes = []string{Projection, GroupBy, Join, Quarantine, Having, Global, Derived, CTE, View, Window, TopK, DistinctOn, Join3, Semi, Union, UnionDistinct, FullJoin, UnionJoin}
 
 const (
 	shapeGroups    = 10_000 // groups of the groupby shape
@@ -216,6 +223,14 @@ func shapeOf(name string) shape {
 			keys:       []string{"branch", "id"}, vals: []string{"v"},
 			pollKey: "id", pollVal: "v",
 		}
+	case UnionJoin:
+		return shape{
+			name: UnionJoin,
+			definition: "SELECT 1::smallint AS branch, s.id AS id, c.id AS c_id, c.region AS region, s.v AS v FROM %[1]s s JOIN %[2]s c ON c.id = s.customer_id WHERE s.v >= 0" +
+				" UNION ALL SELECT 2::smallint, s.id, c.id, c.region, s.v FROM %[1]s s LEFT JOIN %[2]s c ON c.id = s.customer_id WHERE s.v < 0",
+			keys: []string{"branch", "id", "c_id"}, vals: []string{"region", "v"},
+			pollKey: "id", pollVal: "v",
+		}
 	case UnionDistinct:
 		return shape{
 			name:       UnionDistinct,
@@ -261,6 +276,9 @@ func (e *env) transform() string {
 		return fmt.Sprintf("TRANSFORM %s FROM %s SELECT id, v WHERE v >= 0 UNION ALL SELECT id, v FROM %s WHERE v < 0", tgt, src, src)
 	case UnionDistinct:
 		return fmt.Sprintf("TRANSFORM %s FROM %s SELECT id, v WHERE v >= 0 UNION SELECT id, v FROM %s WHERE v < 0", tgt, src, src)
+	case UnionJoin:
+		return fmt.Sprintf("TRANSFORM %s FROM %s s JOIN %s c ON c.id = s.customer_id SELECT s.id, c.region, s.v WHERE s.v >= 0 UNION ALL SELECT s.id, c.region, s.v FROM %s s LEFT JOIN %s c ON c.id = s.customer_id WHERE s.v < 0",
+			tgt, src, cust, src, cust)
 	case Having:
 		return fmt.Sprintf("TRANSFORM %s FROM %s SELECT grp, sum(v) AS total, count(*) AS n GROUP BY grp HAVING count(*) > 0", tgt, src)
 	case Global:
@@ -302,7 +320,7 @@ func (e *env) keyTarget() string {
 // keys may be NULL.
 func (e *env) keyIndex(table string) string {
 	nulls := ""
-	if e.shape.name == FullJoin {
+	if e.shape.name == FullJoin || e.shape.name == UnionJoin {
 		nulls = " NULLS NOT DISTINCT"
 	}
 	return fmt.Sprintf("CREATE UNIQUE INDEX ON %s %s%s", table, e.keyTarget(), nulls)
@@ -325,7 +343,7 @@ func (e *env) createSource(ctx context.Context, rows int) error {
 			fmt.Sprintf("CREATE INDEX ON %s (grp)", src),
 			fmt.Sprintf("VACUUM (ANALYZE) %s", src),
 		}
-	case Join, Join3, Semi, FullJoin:
+	case Join, Join3, Semi, FullJoin, UnionJoin:
 		customer := fmt.Sprintf("g %% %d + 1", shapeCustomers)
 		if e.shape.name == FullJoin {
 			customer = fmt.Sprintf("g %% %d + 501", shapeCustomers+500)
