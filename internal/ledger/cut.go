@@ -3,7 +3,6 @@ package ledger
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -11,7 +10,8 @@ import (
 	"github.com/trellis-pg/trellis/internal/locks"
 )
 
-// Cut closes the ledger rows committed since the last cut into pages. With
+// Cut closes the ledger rows committed since the last cut into pages, each
+// the rows of a range of transactions (decision 0036). With
 // force it records a cut even when there are no new rows (a watermark wait
 // needs one covering its snapshot) and waits for a concurrent cutter. It
 // returns the number of pages created.
@@ -50,72 +50,53 @@ func (l *Ledger) cut(ctx context.Context, force bool, emptyAfter time.Duration) 
 	if !force && age < l.pace.interval() {
 		return 0, nil // let changes gather into fewer, larger pages
 	}
-	rows, err := tx.Query(ctx, l.Cat.SQL(sqlCutCounts), lo, hi, allBuckets())
+	// The new rows, gathered by transaction into pages of about
+	// PageTarget rows. Each page lists the segments its rows are in: the
+	// count saw every row committed in hi, so no other segment holds one
+	// of the page's.
+	rows, err := tx.Query(ctx, l.Cat.SQL(sqlCutPages), lo, hi, int64(PageTarget))
 	if err != nil {
 		return 0, fmt.Errorf("counting new ledger rows: %w", err)
 	}
-	type bc struct {
-		bucket int32
-		n      int64
-		segs   []int32
-	}
-	var counts []bc
+	var xlos, xhis, segments []string
 	var total int64
 	for rows.Next() {
-		var c bc
-		if err := rows.Scan(&c.bucket, &c.n, &c.segs); err != nil {
+		var xlo, xhi string
+		var n int64
+		var mask int32
+		if err := rows.Scan(&xlo, &xhi, &n, &mask); err != nil {
 			rows.Close()
-			return 0, err
+			return 0, fmt.Errorf("counting new ledger rows: %w", err)
 		}
-		counts = append(counts, c)
-		total += c.n
+		xlos, xhis, segments = append(xlos, xlo), append(xhis, xhi), append(segments, intArray(segmentsOf(mask)))
+		total += n
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return 0, err
+		return 0, fmt.Errorf("counting new ledger rows: %w", err)
 	}
 	if total == 0 && !force && (emptyAfter <= 0 || ageMS < float64(emptyAfter.Milliseconds())) {
 		return 0, nil
 	}
-	// Group buckets, in order, into pages of about PageTarget rows. Each
-	// page lists the segments its rows are in: the count above saw every
-	// row committed in hi, so no other segment holds one of the page's.
-	var buckets, segments []string
-	var cur []int32
-	var size int64
-	segs := map[int32]bool{}
-	flush := func() {
-		if len(cur) == 0 {
-			return
-		}
-		list := make([]int32, 0, len(segs))
-		for s := range segs {
-			list = append(list, s)
-		}
-		slices.Sort(list)
-		buckets, segments = append(buckets, intArray(cur)), append(segments, intArray(list))
-		cur, size = nil, 0
-		clear(segs)
-	}
-	for _, c := range counts {
-		if size > 0 && size+c.n > PageTarget {
-			flush()
-		}
-		cur = append(cur, c.bucket)
-		size += c.n
-		for _, s := range c.segs {
-			segs[s] = true
-		}
-	}
-	flush()
-	if _, err := tx.Exec(ctx, l.Cat.SQL(sqlInsertCutAndPages), hi, lo, buckets, segments); err != nil {
+	if _, err := tx.Exec(ctx, l.Cat.SQL(sqlInsertCutAndPages), hi, lo, xlos, xhis, segments); err != nil {
 		return 0, fmt.Errorf("recording a cut: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return 0, err
 	}
 	l.pace.observe(total, age)
-	return len(buckets), nil
+	return len(xlos), nil
+}
+
+// segmentsOf lists the segments whose bits mask sets, in order.
+func segmentsOf(mask int32) []int32 {
+	var out []int32
+	for s := int32(0); s < 31; s++ {
+		if mask&(1<<s) != 0 {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // intArray is an int array's literal ({1,2,3}).

@@ -35,26 +35,31 @@ func setup(t *testing.T) *fixture {
 	return &fixture{ctx: ctx, pool: pool, l: &ledger.Ledger{Pool: pool, Cat: catalog.New("trellis")}}
 }
 
-// appendRows appends n changed keys of source src in bucket, the way
-// capture does, in q's transaction.
+// appendRows appends n changed keys of source src, the way capture does
+// (with no bucket), in q's transaction, and returns its xid.
 func (f *fixture) appendRows(t *testing.T, q interface {
-	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
-}, src, bucket, n int) {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, src, n int) string {
 	t.Helper()
-	_, err := q.Exec(f.ctx, `INSERT INTO trellis.ledger (seg, src, bucket, key)
-SELECT (SELECT cur FROM trellis.ring), $1, $2, ARRAY[g::text] FROM generate_series(1, $3) g`, src, bucket, n)
-	require.NoError(t, err)
+	var xid string
+	require.NoError(t, q.QueryRow(f.ctx, `WITH a AS (INSERT INTO trellis.ledger (seg, src, key)
+SELECT (SELECT cur FROM trellis.ring), $1, ARRAY[g::text] FROM generate_series(1, $2) g)
+SELECT pg_current_xact_id()::text`, src, n).Scan(&xid))
+	return xid
 }
 
+// page is a page's row: its cut, xid range and buckets (NULL in a page
+// this release cuts).
 type page struct {
-	Cut     int64
-	Buckets []int32
-	Done    bool
+	Cut      int64
+	XLo, XHi *string
+	Buckets  []int32
+	Done     bool
 }
 
 func (f *fixture) pages(t *testing.T) []page {
 	t.Helper()
-	rows, err := f.pool.Query(f.ctx, `SELECT cut, buckets, done FROM trellis.pages ORDER BY id`)
+	rows, err := f.pool.Query(f.ctx, `SELECT cut, xlo::text, xhi::text, buckets, done FROM trellis.pages ORDER BY id`)
 	require.NoError(t, err)
 	ps, err := pgx.CollectRows(rows, pgx.RowToStructByPos[page])
 	require.NoError(t, err)
@@ -90,30 +95,32 @@ func TestCutSplitsCommittedRowsIntoPages(t *testing.T) {
 	open, err := f.pool.Begin(f.ctx)
 	require.NoError(t, err)
 	defer func() { _ = open.Rollback(context.WithoutCancel(f.ctx)) }()
-	f.appendRows(t, open, 1, 5, 1)
+	late := f.appendRows(t, open, 1, 1)
 
-	// Buckets 0 and 1 together exceed a page; 1 and 2 fit in one.
-	f.appendRows(t, f.pool, 1, 0, ledger.PageTarget*3/5)
-	f.appendRows(t, f.pool, 1, 1, ledger.PageTarget*3/5)
-	f.appendRows(t, f.pool, 2, 2, 10)
+	// Transactions a and b together exceed a page, each is never split,
+	// and b and c fit in one; the pages are ranges of xids, and list no
+	// buckets.
+	a := f.appendRows(t, f.pool, 1, ledger.PageTarget*3/5)
+	b := f.appendRows(t, f.pool, 1, ledger.PageTarget*3/5)
+	c := f.appendRows(t, f.pool, 2, 10)
 	n, err = f.l.Cut(f.ctx, true)
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	ps := f.pages(t)
 	require.Len(t, ps, 2)
-	require.Equal(t, []int32{0}, ps[0].Buckets)
-	require.Equal(t, []int32{1, 2}, ps[1].Buckets)
+	require.Equal(t, [][]string{{a, a}, {b, c}}, [][]string{{*ps[0].XLo, *ps[0].XHi}, {*ps[1].XLo, *ps[1].XHi}})
+	require.Nil(t, ps[0].Buckets)
 	require.Equal(t, ps[0].Cut, ps[1].Cut, "one cut")
 
-	// The open writer's row was not in that cut: it is in the next one,
-	// once committed, so nothing is lost.
+	// The open writer's row was not in that cut, though its xid is below
+	// theirs: it is in the next one, once committed, so nothing is lost.
 	require.NoError(t, open.Commit(f.ctx))
 	n, err = f.l.Cut(f.ctx, true)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	ps = f.pages(t)
 	require.Len(t, ps, 3)
-	require.Equal(t, []int32{5}, ps[2].Buckets)
+	require.Equal(t, []string{late, late}, []string{*ps[2].XLo, *ps[2].XHi})
 	require.Greater(t, ps[2].Cut, ps[0].Cut)
 
 	// A forced cut with nothing new records a cut and no page.
@@ -129,8 +136,8 @@ func TestConvergedWaitsForThePagesOfItsToken(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 
-	f.appendRows(t, f.pool, 1, 3, 10)
-	f.appendRows(t, f.pool, 2, 4, 10)
+	f.appendRows(t, f.pool, 1, 10)
+	f.appendRows(t, f.pool, 2, 10)
 	token, err := ledger.Snapshot(f.ctx, f.pool)
 	require.NoError(t, err)
 
@@ -140,7 +147,7 @@ func TestConvergedWaitsForThePagesOfItsToken(t *testing.T) {
 	require.NoError(t, f.l.Converged(f.ctx, token, 1, []int{3}, nil))
 	require.Equal(t, cutsBefore+1, f.cuts(t), "the wait forced a cut")
 	ps := f.pages(t)
-	require.Len(t, ps, 1, "buckets 3 and 4 share a page")
+	require.Len(t, ps, 1, "both transactions share a page")
 	cut := ps[0].Cut
 
 	// While the page is pending, neither source has converged.
@@ -169,10 +176,10 @@ func TestConvergedOnlyWaitsForItsSources(t *testing.T) {
 	f := setup(t)
 
 	// Source 1's page is applied; source 2's keeps failing.
-	f.appendRows(t, f.pool, 1, 0, 10)
+	f.appendRows(t, f.pool, 1, 10)
 	_, err := f.l.Cut(f.ctx, true)
 	require.NoError(t, err)
-	f.appendRows(t, f.pool, 2, 1, 10)
+	f.appendRows(t, f.pool, 2, 10)
 	_, err = f.l.Cut(f.ctx, true)
 	require.NoError(t, err)
 	ps := f.pages(t)
@@ -214,7 +221,7 @@ func TestMaintainRotatesAndReclaimsDrainedSegments(t *testing.T) {
 	}
 
 	// A young segment is not rotated; an old one with rows is.
-	f.appendRows(t, f.pool, 1, 0, 100)
+	f.appendRows(t, f.pool, 1, 100)
 	require.NoError(t, f.l.Maintain(f.ctx))
 	require.Equal(t, 0, f.ring(t))
 	age()
@@ -249,13 +256,13 @@ func TestMaintainRotatesAndReclaimsDrainedSegments(t *testing.T) {
 
 	// Rows in the current segment and an empty next one: rotation goes on
 	// round the ring; a next segment still holding rows is not rotated into.
-	f.appendRows(t, f.pool, 1, 0, 10)
+	f.appendRows(t, f.pool, 1, 10)
 	age()
 	require.NoError(t, f.l.Maintain(f.ctx))
 	require.Equal(t, 2, f.ring(t))
 	_, err = f.pool.Exec(f.ctx, `INSERT INTO trellis.ledger (seg, src, bucket, key) VALUES (3, 1, 0, '{x}')`)
 	require.NoError(t, err)
-	f.appendRows(t, f.pool, 1, 0, 10)
+	f.appendRows(t, f.pool, 1, 10)
 	age()
 	require.NoError(t, f.l.Maintain(f.ctx))
 	require.Equal(t, 2, f.ring(t), "segment 3 still holds rows")
@@ -266,10 +273,11 @@ func TestPagesAreClaimedOnceAppliedAndRetried(t *testing.T) {
 	f := setup(t)
 
 	// Key 1 changed twice the same way, key 2 once with old values, key 3
-	// updated (its old values and its new key: two rows), and a TRUNCATE,
-	// all in bucket 0.
+	// updated (its old values and its new key: two rows), and a TRUNCATE.
+	// Key 1's rows carry no bucket, as capture writes them; the others
+	// were stored in bucket 0, as an older capture (or a forger) would.
 	_, err := f.pool.Exec(f.ctx, `INSERT INTO trellis.ledger (seg, src, bucket, key, vals) VALUES
-  (0, 7, 0, '{1}', NULL), (0, 7, 0, '{1}', NULL), (0, 7, 0, '{2}', '{old}'), (0, 8, 0, NULL, NULL),
+  (0, 7, NULL, '{1}', NULL), (0, 7, NULL, '{1}', NULL), (0, 7, 0, '{2}', '{old}'), (0, 8, 0, NULL, NULL),
   (0, 7, 0, '{3}', NULL), (0, 7, 0, '{3}', '{was}')`)
 	require.NoError(t, err)
 	_, err = f.l.Cut(f.ctx, true)
@@ -283,17 +291,18 @@ func TestPagesAreClaimedOnceAppliedAndRetried(t *testing.T) {
 	p, err := f.l.Claim(f.ctx, tx, 0)
 	require.NoError(t, err)
 	require.NotNil(t, p)
-	require.Equal(t, []int32{0}, p.Buckets)
+	require.Nil(t, p.Buckets)
+	require.NotNil(t, p.XLo)
 	require.Zero(t, p.Attempts)
 	changes, err := f.l.Changes(f.ctx, tx, p)
 	require.NoError(t, err)
 	old, was := "old", "was"
-	// The rows were stored in bucket 0: each change carries its key's own
-	// bucket, and says it was stored under another.
+	// Each change carries its key's own bucket, and says when it was
+	// stored under another.
 	var b1, b2, b3 int
 	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT hashtext('{1}') & 63, hashtext('{2}') & 63, hashtext('{3}') & 63`).Scan(&b1, &b2, &b3))
 	require.ElementsMatch(t, []ledger.Change{
-		{Src: 7, Key: []string{"1"}, Bucket: b1, Mislabeled: b1 != 0},
+		{Src: 7, Key: []string{"1"}, Bucket: b1},
 		{Src: 7, Key: []string{"2"}, Vals: []*string{&old}, Bucket: b2, Mislabeled: b2 != 0},
 		{Src: 7, Key: []string{"3"}, Vals: []*string{&was}, Bucket: b3, Mislabeled: b3 != 0},
 		{Src: 8},
@@ -396,7 +405,7 @@ VALUES ('public', 'orders', '{id}', '{integer}', 'installed') RETURNING id`)
 	require.NoError(t, err)
 	require.False(t, ok, "not captured")
 	require.NoError(t, tx.Commit(f.ctx))
-	f.appendRows(t, f.pool, src+1, 0, 3) // another source's changes
+	f.appendRows(t, f.pool, src+1, 3) // another source's changes
 	require.Equal(t, []ledger.Change{{Src: src, Key: []string{"41"}}}, inFlight())
 
 	_, err = f.l.Cut(f.ctx, true)
@@ -422,7 +431,7 @@ func TestBusyLedgerIsCutInFewerLargerPages(t *testing.T) {
 	begin := time.Now()
 	rows := 0
 	for time.Since(begin) < 2*time.Second {
-		f.appendRows(t, f.pool, 1, rows%ledger.Buckets, 500)
+		f.appendRows(t, f.pool, 1, 500)
 		rows += 500
 		time.Sleep(time.Millisecond)
 		_, err := f.l.Cut(f.ctx, false)
@@ -443,12 +452,12 @@ func TestBusyLedgerIsCutInFewerLargerPages(t *testing.T) {
 	_, err := f.l.Cut(f.ctx, true)
 	require.NoError(t, err)
 	time.Sleep(ledger.MaxCutInterval)
-	f.appendRows(t, f.pool, 1, 0, 1)
+	x := f.appendRows(t, f.pool, 1, 1)
 	n, err := f.l.Cut(f.ctx, false)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	ps := f.pages(t)
-	require.Equal(t, []int32{0}, ps[len(ps)-1].Buckets)
+	require.Equal(t, []string{x, x}, []string{*ps[len(ps)-1].XLo, *ps[len(ps)-1].XHi})
 }
 
 // TestLookSaysWhatIsDue: the idle worker's one statement says whether a
@@ -460,7 +469,7 @@ func TestLookSaysWhatIsDue(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ledger.Outlook{}, o, "nothing to do")
 
-	f.appendRows(t, f.pool, 1, 3, 10)
+	f.appendRows(t, f.pool, 1, 10)
 	o, err = f.l.Look(f.ctx)
 	require.NoError(t, err)
 	require.Zero(t, o.PagesDue)
@@ -473,7 +482,7 @@ func TestLookSaysWhatIsDue(t *testing.T) {
 	open, err := f.pool.Begin(f.ctx)
 	require.NoError(t, err)
 	defer func() { _ = open.Rollback(context.WithoutCancel(f.ctx)) }()
-	f.appendRows(t, open, 1, 4, 1)
+	f.appendRows(t, open, 1, 1)
 	o, err = f.l.Look(f.ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, o.PagesDue, "the cut's page")

@@ -91,20 +91,10 @@ type Outlook struct {
 func (l *Ledger) Look(ctx context.Context) (Outlook, error) {
 	var o Outlook
 	var ageMS float64
-	if err := l.Pool.QueryRow(ctx, l.Cat.SQL(sqlOutlook), allBuckets()).Scan(&o.PagesDue, &ageMS, &o.NewRows); err != nil {
+	if err := l.Pool.QueryRow(ctx, l.Cat.SQL(sqlOutlook)).Scan(&o.PagesDue, &ageMS, &o.NewRows); err != nil {
 		return o, fmt.Errorf("looking for work: %w", err)
 	}
 	age := time.Duration(ageMS * float64(time.Millisecond))
 	o.CutIn = max(0, l.pace.interval()-age)
 	return o, nil
-}
-
-// allBuckets lists every bucket (a parameter that lets the (bucket, xid)
-// index bound a scan of new rows).
-func allBuckets() []int32 {
-	all := make([]int32, Buckets)
-	for i := range all {
-		all[i] = int32(i)
-	}
-	return all
 }

@@ -15,12 +15,16 @@ import (
 	"github.com/trellis-pg/trellis/trellistype"
 )
 
-// Page is the unit of work drain workers claim: the ledger rows of its
-// buckets committed in snapshot Hi and not in Lo.
+// Page is the unit of work drain workers claim: the ledger rows committed
+// in snapshot Hi and not in Lo written by the transactions XLo to XHi.
 type Page struct {
-	ID      int64
-	Lo, Hi  string // snapshots, as text
-	Buckets []int32
+	ID     int64
+	Lo, Hi string // snapshots, as text
+	// XLo and XHi are the first and last transaction ids (xid8, as text)
+	// of the page's rows; nil for a page cut by an older release, which
+	// holds the rows of its Buckets instead (stored with the row).
+	XLo, XHi *string
+	Buckets  []int32
 	// Segs are the ring segments the page's rows are in (nil: a page cut
 	// by an older release, which reads every segment).
 	Segs     []int32
@@ -30,7 +34,8 @@ type Page struct {
 }
 
 // Change is one changed key of a source: its values, the old values of the
-// source's captured columns (nil for a new row), and its bucket. A nil Key
+// source's captured columns (nil for a new row), and its bucket, computed
+// from the key when the row is read (capture stores none). A nil Key
 // is a TRUNCATE of the source, or a change whose key had a NULL part (see
 // keyOf): the source is re-read either way.
 type Change struct {
@@ -38,9 +43,9 @@ type Change struct {
 	Key    []string
 	Vals   []*string
 	Bucket int
-	// Mislabeled says a row of the change was stored under another bucket
-	// than its key's: Bucket is always the key's own, the one its
-	// recomputes serialise on.
+	// Mislabeled says a row of the change was stored with a bucket that
+	// is not its key's (an older capture stored one): Bucket is always the
+	// key's own, the one its recomputes serialise on.
 	Mislabeled bool
 }
 
@@ -50,9 +55,9 @@ func (l *Ledger) Claim(ctx context.Context, tx pgx.Tx, id int64) (*Page, error) 
 	var p Page
 	var err error
 	if id != 0 {
-		err = tx.QueryRow(ctx, l.Cat.SQL(sqlClaimPage), id).Scan(&p.ID, &p.Lo, &p.Hi, &p.Buckets, &p.Segs, &p.Attempts, &p.Gen)
+		err = tx.QueryRow(ctx, l.Cat.SQL(sqlClaimPage), id).Scan(&p.ID, &p.Lo, &p.Hi, &p.XLo, &p.XHi, &p.Buckets, &p.Segs, &p.Attempts, &p.Gen)
 	} else {
-		err = tx.QueryRow(ctx, l.Cat.SQL(sqlClaim)).Scan(&p.ID, &p.Lo, &p.Hi, &p.Buckets, &p.Segs, &p.Attempts, &p.Gen)
+		err = tx.QueryRow(ctx, l.Cat.SQL(sqlClaim)).Scan(&p.ID, &p.Lo, &p.Hi, &p.XLo, &p.XHi, &p.Buckets, &p.Segs, &p.Attempts, &p.Gen)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
@@ -74,7 +79,7 @@ func (l *Ledger) Claim(ctx context.Context, tx pgx.Tx, id int64) (*Page, error) 
 // out when another change of the page has the same key: every change's
 // key is looked up as it is now, so it says nothing more.
 func (l *Ledger) Changes(ctx context.Context, tx pgx.Tx, p *Page) ([]Change, error) {
-	rows, err := tx.Query(ctx, l.Cat.SQL(sqlPageKeys, l.pageSegments(p)), p.Lo, p.Hi, p.Buckets, Buckets-1)
+	rows, err := tx.Query(ctx, l.Cat.SQL(sqlPageKeys, l.pageSegments(p)), p.Lo, p.Hi, p.Buckets, Buckets-1, p.XLo, p.XHi)
 	if err != nil {
 		return nil, fmt.Errorf("reading page %d: %w", p.ID, err)
 	}
@@ -252,7 +257,7 @@ func (l *Ledger) InFlight(ctx context.Context, q catalog.Querier, sources []int,
 // recomputes the key for every transform reading the table. It reports
 // false when the table is not captured.
 func (l *Ledger) Restage(ctx context.Context, tx pgx.Tx, table string, key []*string) (bool, error) {
-	tag, err := tx.Exec(ctx, l.Cat.SQL(sqlRestage), table, key, Buckets-1)
+	tag, err := tx.Exec(ctx, l.Cat.SQL(sqlRestage), table, key)
 	return tag.RowsAffected() > 0, err
 }
 

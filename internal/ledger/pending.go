@@ -31,15 +31,10 @@ type Pending struct {
 
 // PendingWork reads the pending work of the transform id, or of every
 // transform when id is 0, in target order. It scans the pending part of
-// the ledger once (the changes not cut yet bucket by bucket, through the
-// ledger's (bucket, xid) index), so its cost grows with the backlog, not
-// with the ledger.
+// the ledger once (through the ledger's xid index), so its cost grows with
+// the backlog, not with the ledger.
 func PendingWork(ctx context.Context, q catalog.Querier, cat *catalog.Catalog, id int) ([]Pending, error) {
-	all := make([]int32, Buckets)
-	for i := range all {
-		all[i] = int32(i)
-	}
-	rows, err := q.Query(ctx, cat.SQL(sqlPendingWork), id, all)
+	rows, err := q.Query(ctx, cat.SQL(sqlPendingWork), id)
 	if err != nil {
 		return nil, fmt.Errorf("reading the pending changes: %w", err)
 	}

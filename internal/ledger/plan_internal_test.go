@@ -30,7 +30,7 @@ func TestEveryPassStatementsStayCheap(t *testing.T) {
 		args []any
 	}{
 		"segment states": {cat.SQL(sqlSegmentStates), []any{"trellis"}},
-		"look":           {cat.SQL(sqlOutlook), []any{allBuckets()}},
+		"look":           {cat.SQL(sqlOutlook), nil},
 	} {
 		var plan []map[string]any
 		var raw []byte

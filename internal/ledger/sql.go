@@ -9,32 +9,38 @@ const (
 	// holds the cut lock).
 	sqlLastCutAndSnapshot = `SELECT snap::text, extract(epoch FROM clock_timestamp() - cut_at) * 1000, pg_current_snapshot()::text FROM %[1]s.cuts ORDER BY n DESC LIMIT 1`
 
-	// The new rows of each bucket, and the segments they are in.
-	sqlCutCounts = `
-SELECT bucket, count(*), array_agg(DISTINCT seg ORDER BY seg) FROM %[1]s.ledger
-WHERE bucket = ANY($3::int[])
-  AND xid >= pg_snapshot_xmin($1::pg_snapshot) AND xid < pg_snapshot_xmax($2::pg_snapshot)
-  AND pg_visible_in_snapshot(xid, $2::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
-GROUP BY bucket ORDER BY bucket`
+	// The pages of a cut: the new rows (committed in $2, not in $1) by
+	// transaction, in xid order, gathered into ranges of about $3 rows;
+	// each range's first and last xid, its rows, and the segments they are
+	// in (a bit each). A range ends where its rows reach a multiple of $3,
+	// and a transaction is never split: its rows are one range's. The
+	// (xid) index bounds the scan and orders it.
+	sqlCutPages = `
+SELECT min(xid)::text, max(xid)::text, sum(n)::int8, bit_or(m)
+FROM (SELECT xid, n, m, ((sum(n) OVER (ORDER BY xid))::int8 - 1) / $3::int8 AS page
+      FROM (SELECT xid, count(*) AS n, bit_or(1 << seg) AS m FROM %[1]s.ledger
+            WHERE xid >= pg_snapshot_xmin($1::pg_snapshot) AND xid < pg_snapshot_xmax($2::pg_snapshot)
+              AND pg_visible_in_snapshot(xid, $2::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
+            GROUP BY xid) x) p
+GROUP BY page ORDER BY page`
 
 	// An idle worker's look (pace.go): how many pages are due, the age of
-	// the last cut, and whether rows were committed since it ($1 lists every
-	// bucket, for the (bucket, xid) index).
+	// the last cut, and whether rows were committed since it.
 	sqlOutlook = `
 SELECT (SELECT count(*) FROM %[1]s.pages WHERE NOT done AND (retry_at IS NULL OR retry_at <= clock_timestamp())),
        extract(epoch FROM clock_timestamp() - c.cut_at) * 1000,
        EXISTS (SELECT 1 FROM %[1]s.ledger l
-               WHERE l.bucket = ANY ($1::int[]) AND l.xid >= pg_snapshot_xmin(c.snap) AND NOT pg_visible_in_snapshot(l.xid, c.snap))
+               WHERE l.xid >= pg_snapshot_xmin(c.snap) AND NOT pg_visible_in_snapshot(l.xid, c.snap))
 FROM (SELECT snap, cut_at FROM %[1]s.cuts ORDER BY n DESC LIMIT 1) c`
 
 	// A cut (snapshot $1) and its pages, in one statement: the pages'
-	// buckets and segments, one array literal each, in $3 and $4; $2 is
-	// the previous cut's snapshot.
+	// first and last xids in $3 and $4, their segments (an array literal
+	// each) in $5; $2 is the previous cut's snapshot.
 	sqlInsertCutAndPages = `
 WITH c AS (INSERT INTO %[1]s.cuts (snap) VALUES ($1::pg_snapshot) RETURNING n)
-INSERT INTO %[1]s.pages (cut, lo, hi, buckets, segs)
-SELECT c.n, $2::pg_snapshot, $1::pg_snapshot, p.buckets::int[], p.segs::int[]
-FROM c, unnest($3::text[], $4::text[]) WITH ORDINALITY AS p(buckets, segs, i)
+INSERT INTO %[1]s.pages (cut, lo, hi, xlo, xhi, segs)
+SELECT c.n, $2::pg_snapshot, $1::pg_snapshot, p.xlo::xid8, p.xhi::xid8, p.segs::int[]
+FROM c, unnest($3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS p(xlo, xhi, segs, i)
 ORDER BY p.i`
 
 	// The drained frontier: the newest cut whose pages, and all older ones, are done.
@@ -59,8 +65,9 @@ SELECT EXISTS (
   SELECT 1 FROM %[1]s.pages p
   WHERE NOT p.done AND p.cut <= $1
     AND EXISTS (SELECT 1 FROM %[1]s.ledger l
-                WHERE l.bucket = ANY (p.buckets) AND l.src = ANY ($2::int[])
-                  AND l.xid >= pg_snapshot_xmin(p.lo) AND l.xid < pg_snapshot_xmax(p.hi)
+                WHERE l.src = ANY ($2::int[])
+                  AND l.xid >= coalesce(p.xlo, pg_snapshot_xmin(p.lo)) AND l.xid < pg_snapshot_xmax(p.hi)
+                  AND (p.xhi IS NULL OR l.xid <= p.xhi) AND (p.buckets IS NULL OR l.bucket = ANY (p.buckets))
                   AND pg_visible_in_snapshot(l.xid, p.hi) AND NOT pg_visible_in_snapshot(l.xid, p.lo)))`
 
 	// The ring (ring.go); %[2]s is a quoted segment name.
@@ -96,21 +103,26 @@ FROM (SELECT nsegs FROM %[1]s.ring LIMIT 1) r, generate_series(0, r.nsegs - 1) i
 
 	// Pages (page.go).
 	sqlClaim = `
-SELECT id, lo::text, hi::text, buckets, segs, attempts, (SELECT gen FROM %[1]s.trellis_instance) FROM %[1]s.pages
+SELECT id, lo::text, hi::text, xlo::text, xhi::text, buckets, segs, attempts, (SELECT gen FROM %[1]s.trellis_instance) FROM %[1]s.pages
 WHERE NOT done AND (retry_at IS NULL OR retry_at <= clock_timestamp())
 ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`
 
-	// The rows of a page: committed in hi, not in lo, in the page's buckets.
-	// Rows below lo's xmin are all visible in lo, rows at or above hi's xmax
-	// are in no snapshot of the page, so the (bucket, xid) index bounds the scan.
-	// %[2]s is the relation read: the ledger, or only the page's segments
-	// (pageSegments), so that the page locks no other segment.
+	// The rows of a page: committed in hi, not in lo, with an xid in the
+	// page's range [$5, $6]; a page cut by an older release has no range
+	// (rows below lo's xmin are all visible in lo, rows at or above hi's
+	// xmax are in no snapshot of the page) and lists buckets ($3) instead.
+	// The (xid) index bounds the scan. Each row's bucket is computed here
+	// from its key (capture writes none); a row that carries one (written
+	// by an older capture, or by anyone with the ledger's INSERT right) is
+	// checked against it. %[2]s is the relation read: the ledger, or only
+	// the page's segments (pageSegments), so that the page locks no other
+	// segment.
 	sqlPageKeys = `
-SELECT src, key, vals, h, bucket IS DISTINCT FROM h
+SELECT src, key, vals, h, bucket IS NOT NULL AND bucket IS DISTINCT FROM h
 FROM (SELECT src, key, vals, bucket, coalesce(hashtext(key::text) & $4, 0) AS h
       FROM %[2]s l
-      WHERE bucket = ANY($3::int[])
-        AND xid >= pg_snapshot_xmin($1::pg_snapshot) AND xid < pg_snapshot_xmax($2::pg_snapshot)
+      WHERE xid >= coalesce($5::xid8, pg_snapshot_xmin($1::pg_snapshot)) AND xid < pg_snapshot_xmax($2::pg_snapshot)
+        AND ($6::xid8 IS NULL OR xid <= $6::xid8) AND ($3::int[] IS NULL OR bucket = ANY ($3::int[]))
         AND pg_visible_in_snapshot(xid, $2::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
       OFFSET 0) r`
 
@@ -128,7 +140,7 @@ UPDATE %[1]s.pages SET attempts = attempts + 1,
 WHERE id = $1`
 
 	sqlClaimPage = `
-SELECT id, lo::text, hi::text, buckets, segs, attempts, (SELECT gen FROM %[1]s.trellis_instance) FROM %[1]s.pages
+SELECT id, lo::text, hi::text, xlo::text, xhi::text, buckets, segs, attempts, (SELECT gen FROM %[1]s.trellis_instance) FROM %[1]s.pages
 WHERE id = $1 AND NOT done FOR UPDATE SKIP LOCKED`
 
 	// The changes of the sources $1 that the snapshot sees committed and
@@ -138,15 +150,16 @@ SELECT l.src, l.key, l.vals FROM %[1]s.ledger l
 WHERE l.src = ANY ($1::int[])
   AND NOT coalesce(pg_visible_in_snapshot(l.xid, $2::pg_snapshot), false)
   AND NOT EXISTS (SELECT 1 FROM %[1]s.pages p
-                  WHERE p.done AND l.bucket = ANY (p.buckets)
+                  WHERE p.done AND (p.buckets IS NULL OR l.bucket = ANY (p.buckets))
+                    AND (p.xlo IS NULL OR l.xid BETWEEN p.xlo AND p.xhi)
                     AND pg_visible_in_snapshot(l.xid, p.hi) AND NOT pg_visible_in_snapshot(l.xid, p.lo))
 GROUP BY l.src, l.key, l.vals`
 
 	// A change of one key of the captured table $1 (schema.table), as its
-	// capture would append it; $3 masks the bucket.
+	// capture would append it (with no bucket).
 	sqlRestage = `
-INSERT INTO %[1]s.ledger (seg, src, bucket, key)
-SELECT r.cur, s.id, hashtext($2::text[]::text) & $3, $2::text[]
+INSERT INTO %[1]s.ledger (seg, src, key)
+SELECT r.cur, s.id, $2::text[]
 FROM %[1]s.ring r, %[1]s.sources s WHERE s.schema_name || '.' || s.table_name = $1`
 
 	// The pages not done that failed, holding changes of one of the tables
@@ -162,9 +175,9 @@ ORDER BY p.id LIMIT $2`
 // it depends on, through chains of targets read as sources; bysrc counts
 // each source's changes, a key once per transaction (an update appends its
 // old and its new row), in pages not yet applied (each page's rows
-// are those committed in hi and not in lo, in its buckets; they committed
-// after the previous cut was taken) and those committed since the last
-// cut ($2 lists every bucket, for the (bucket, xid) index). The keys are
+// are those committed in hi and not in lo, in its xid range, or its
+// buckets for a page an older release cut; they committed after the
+// previous cut was taken) and those committed since the last cut. The keys are
 // made distinct by a GROUP BY, which can hash them, not by count(DISTINCT),
 // which sorts them (arrays of text, by collation): on a backlog of 100,000
 // rows that was a second of the staging worker's every metrics sample.
@@ -184,8 +197,8 @@ bysrc AS (
         FROM %[1]s.pages p
         JOIN %[1]s.cuts c ON c.n = p.cut
         LEFT JOIN LATERAL (SELECT pc.cut_at FROM %[1]s.cuts pc WHERE pc.n < p.cut ORDER BY pc.n DESC LIMIT 1) prev ON true
-        JOIN %[1]s.ledger l ON l.bucket = ANY (p.buckets)
-            AND l.xid >= pg_snapshot_xmin(p.lo) AND l.xid < pg_snapshot_xmax(p.hi)
+        JOIN %[1]s.ledger l ON l.xid >= coalesce(p.xlo, pg_snapshot_xmin(p.lo)) AND l.xid < pg_snapshot_xmax(p.hi)
+            AND (p.xhi IS NULL OR l.xid <= p.xhi) AND (p.buckets IS NULL OR l.bucket = ANY (p.buckets))
             AND pg_visible_in_snapshot(l.xid, p.hi) AND NOT pg_visible_in_snapshot(l.xid, p.lo)
         WHERE NOT p.done
         GROUP BY l.src, l.xid, l.key) paged
@@ -194,8 +207,7 @@ bysrc AS (
     SELECT src, count(*), min(since) FROM (
         SELECT l.src, min(last.cut_at) AS since
         FROM (SELECT snap, cut_at FROM %[1]s.cuts ORDER BY n DESC LIMIT 1) last
-        JOIN %[1]s.ledger l ON l.bucket = ANY ($2::int[])
-            AND l.xid >= pg_snapshot_xmin(last.snap) AND NOT pg_visible_in_snapshot(l.xid, last.snap)
+        JOIN %[1]s.ledger l ON l.xid >= pg_snapshot_xmin(last.snap) AND NOT pg_visible_in_snapshot(l.xid, last.snap)
         GROUP BY l.src, l.xid, l.key) uncut
     GROUP BY src
 )
