@@ -2,7 +2,9 @@ package trellis_test
 
 import (
 	"os"
+	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -98,5 +100,75 @@ func TestUpgradeFromLevel8(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, trellis.StateLive, st.State)
 	require.Nil(t, st.CaptureFailure)
+	require.Equal(t, [][]string{{strconv.Itoa(catalog.LatestVersion())}}, e.rows(`SELECT max(version) FROM trellis.schema_migrations`))
+}
+
+// A catalog at level 11 with a live source, its capture as that level
+// installed it (each row stored with its key's bucket, the ledger indexed
+// on (bucket, xid)), rows in the ledger and a page cut by bucket, is
+// upgraded by Migrate: writes go on throughout, the old page and the old
+// rows drain (their stored buckets check out: no row is rejected), the
+// staging worker regenerates the capture function (it writes no bucket),
+// nothing written before, during or after is lost, and the transform stays
+// live.
+func TestUpgradeFromLevel11(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE src (id int PRIMARY KEY, g int, v int)`)
+	e.exec(`INSERT INTO src SELECT i, i % 5, i FROM generate_series(1, 40) i`)
+	writer := e.role("writer", "GRANT SELECT, INSERT, UPDATE ON src TO %s")
+	c := e.engine()
+	_, err := c.Define(e.ctx, "TRANSFORM by_g FROM src SELECT g AS g, sum(v) AS s GROUP BY g")
+	require.NoError(t, err)
+	e.waitState(c, "by_g", trellis.StateLive)
+	e.converge(c)
+	require.NoError(t, c.Close())
+	inst := e.instanceLabel("trellis")
+
+	// Back to level 11: the ledger's bucket and its (bucket, xid) index,
+	// pages by bucket, and a capture function that stores each row's
+	// bucket (this release's, with the bucket put back into its appends).
+	var fn string
+	require.NoError(t, e.db.QueryRow(e.ctx, `SELECT pg_get_functiondef('trellis.capture_1'::regproc)`).Scan(&fn))
+	old := regexp.MustCompile(`\(seg, src, key, vals\)(\s+)SELECT (\d), 1, c\.key`).
+		ReplaceAllString(fn, "(seg, src, bucket, key, vals)${1}SELECT ${2}, 1, pg_catalog.hashtext(c.key::pg_catalog.text) OPERATOR(pg_catalog.&) 63, c.key")
+	require.Equal(t, 3*4, strings.Count(old, "OPERATOR(pg_catalog.&) 63"), "an append per operation and segment")
+	e.exec(`DELETE FROM trellis.pages WHERE done`)
+	e.exec(`DROP INDEX trellis.ledger_xid_idx`)
+	e.exec(`CREATE INDEX ledger_bucket_xid_idx ON trellis.ledger (bucket, xid)`)
+	e.exec(`UPDATE trellis.ledger SET bucket = coalesce(hashtext(key::text) & 63, 0) WHERE bucket IS NULL`)
+	e.exec(`ALTER TABLE trellis.ledger ALTER COLUMN bucket SET NOT NULL`)
+	e.exec(`ALTER TABLE trellis.pages DROP COLUMN xlo, DROP COLUMN xhi, ALTER COLUMN buckets SET NOT NULL`)
+	e.exec(`DELETE FROM trellis.schema_migrations WHERE version >= 12`)
+	e.exec(old)
+	e.exec(`UPDATE trellis.sources s SET fingerprint = ` + capture.Names{Catalog: "trellis"}.FingerprintSQL())
+
+	// Rows level 11's capture wrote, some in a page its drain cut by
+	// bucket (every bucket, one page), some not cut yet.
+	e.as(writer, `UPDATE src SET v = 3 WHERE id <= 20`, `INSERT INTO src VALUES (41, 1, 41)`)
+	e.exec(`WITH last AS (SELECT snap FROM trellis.cuts ORDER BY n DESC LIMIT 1),
+c AS (INSERT INTO trellis.cuts (snap) VALUES (pg_current_snapshot()) RETURNING n, snap)
+INSERT INTO trellis.pages (cut, lo, hi, buckets, segs)
+SELECT c.n, last.snap, c.snap, ARRAY(SELECT generate_series(0, 63)), NULL FROM c, last`)
+	e.as(writer, `UPDATE src SET v = 4 WHERE id > 20`)
+	require.Equal(t, [][]string{{"true", "0"}}, e.rows(`SELECT count(*) > 0, count(*) FILTER (WHERE bucket <> hashtext(key::text) & 63) FROM trellis.ledger`),
+		"level 11's capture stores each row's bucket")
+
+	c = e.engine() // migrates to the latest level
+	e.as(writer, `UPDATE src SET g = 2 WHERE id < 10`)
+	e.eventually("capture regenerated", func() bool {
+		return len(e.rows(`SELECT 1 FROM pg_proc WHERE proname = 'capture_1' AND prosrc LIKE '%(seg, src, key, vals)%' AND prosrc NOT LIKE '%hashtext%'`)) == 1
+	})
+	e.as(writer, `INSERT INTO src VALUES (42, 4, 42)`, `UPDATE src SET v = 5 WHERE id % 3 = 0`)
+	e.converge(c)
+	e.assertMatches("by_g", "SELECT g, sum(v) AS s FROM src GROUP BY g")
+	require.Equal(t, [][]string{{"0"}}, e.rows(`SELECT count(*) FROM trellis.pages WHERE buckets IS NOT NULL AND NOT done`), "the old page drained")
+	st, err := c.Status(e.ctx, "by_g")
+	require.NoError(t, err)
+	require.Equal(t, trellis.StateLive, st.State)
+	require.Nil(t, st.CaptureFailure)
+	require.Nil(t, st.DrainFailure)
+	rejected, _ := metricValue(trellis.RenderPrometheus(), "trellis_ledger_rows_rejected_total", "trellis_instance="+inst)
+	require.Zero(t, rejected, "no row level 11 wrote is taken for a forged one")
 	require.Equal(t, [][]string{{strconv.Itoa(catalog.LatestVersion())}}, e.rows(`SELECT max(version) FROM trellis.schema_migrations`))
 }

@@ -515,3 +515,31 @@ func TestCutInterval(t *testing.T) {
 	require.Equal(t, 2*ledger.MinCutInterval, ledger.CutInterval(2*ledger.QuietRate))
 	require.Equal(t, ledger.MaxCutInterval, ledger.CutInterval(1e9))
 }
+
+// TestPageCutByAnOlderReleaseReadsItsBuckets: a page an older release cut
+// (buckets, no xid range) holds the rows stored under its buckets and
+// nothing else, whatever their xids; this release's pages of the same
+// rows would hold them all.
+func TestPageCutByAnOlderReleaseReadsItsBuckets(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	var b1, b2 int
+	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT hashtext('{1}') & 63, hashtext('{2}') & 63`).Scan(&b1, &b2))
+	require.NotEqual(t, b1, b2)
+	_, err := f.pool.Exec(f.ctx, `INSERT INTO trellis.ledger (seg, src, bucket, key) VALUES (0, 1, $1, '{1}'), (0, 1, $2, '{2}')`, b1, b2)
+	require.NoError(t, err)
+	_, err = f.pool.Exec(f.ctx, `WITH last AS (SELECT snap FROM trellis.cuts ORDER BY n DESC LIMIT 1),
+c AS (INSERT INTO trellis.cuts (snap) VALUES (pg_current_snapshot()) RETURNING n, snap)
+INSERT INTO trellis.pages (cut, lo, hi, buckets) SELECT c.n, last.snap, c.snap, ARRAY[$1::int] FROM c, last`, b2)
+	require.NoError(t, err)
+
+	tx, err := f.pool.Begin(f.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.WithoutCancel(f.ctx)) }()
+	p, err := f.l.Claim(f.ctx, tx, 0)
+	require.NoError(t, err)
+	require.Nil(t, p.XLo)
+	changes, err := f.l.Changes(f.ctx, tx, p)
+	require.NoError(t, err)
+	require.Equal(t, []ledger.Change{{Src: 1, Key: []string{"2"}, Bucket: b2}}, changes)
+}
