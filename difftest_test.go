@@ -509,9 +509,15 @@ func (g *diffGen) def(i int, prior []diffDef) diffDef {
 			key := g.groupKey("a")
 			aggs := g.aggregates("a")
 			sel, names, exprs := selectList(aggs)
-			d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s a SELECT %s AS gk, %s WHERE %s GROUP BY %s", d.name, g.q("a"), key, strings.Join(sel, ", "), w, key)
+			from := g.q("a") + " a"
+			if g.outer.IntN(2) == 0 {
+				// over a FULL JOIN: a may be missing, its group NULL, and
+				// the subquery correlated with a table a row may lack
+				from = fmt.Sprintf("%s a FULL JOIN %s fb ON fb.aid = a.id", g.q("a"), g.q("b"))
+			}
+			d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s SELECT %s AS gk, %s WHERE %s GROUP BY %s", d.name, from, key, strings.Join(sel, ", "), w, key)
 			d.cols = append([]string{"gk"}, names...)
-			d.recompute = fmt.Sprintf("SELECT %s, %s FROM %s a WHERE %s GROUP BY %s", key, strings.Join(exprs, ", "), g.q("a"), w, key)
+			d.recompute = fmt.Sprintf("SELECT %s, %s FROM %s WHERE %s GROUP BY %s", key, strings.Join(exprs, ", "), from, w, key)
 			d.kind = "group"
 		}
 	case "partition":

@@ -270,6 +270,14 @@ func checkNotIn(ctx context.Context, tx pgx.Tx, spec plan.Spec) error {
 			continue
 		}
 		outer := sources[sj.To]
+		if (&plan.Plan{Spec: spec}).MayBeMissing(sj.To) {
+			// A NULL-extended row's NOT IN is true while the subquery
+			// yields no row and unknown once it yields any: a change of
+			// any of its rows can flip it, which no correlation follows.
+			return errs.New(trellistype.CodeValidation,
+				"NOT IN (SELECT %s ...) over %s.%s, a table an outer join may leave out of a row, is not supported (a row without it passes NOT IN only while the subquery is empty): use NOT EXISTS (SELECT 1 FROM %s WHERE %s.%s = %s.%s)",
+				sj.On[0].Joined, outer.Table, sj.On[0].From, sj.Source.Table, cmp.Or(sj.Source.Alias, sj.Source.Table), sj.On[0].Joined, cmp.Or(outer.Alias, outer.Table), sj.On[0].From)
+		}
 		for _, c := range []struct {
 			src plan.Source
 			col string

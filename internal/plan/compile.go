@@ -113,12 +113,6 @@ func Compile(s *grammar.Transform, tables []*Table) (Spec, [][]string, error) {
 			spec.Joins = append(spec.Joins, join)
 		}
 	}
-	if (&Plan{Spec: spec}).Full() {
-		switch {
-		case len(s.SubJoins) > 0:
-			return spec, nil, errs.New(trellistype.CodeValidation, "EXISTS and IN subqueries together with a FULL JOIN are not supported (nor with a RIGHT JOIN after the second table): filter with a join instead, or define the join over tables that need no subquery")
-		}
-	}
 	if err := compileSemis(&spec, s, all, tables, need, tableReads); err != nil {
 		return spec, nil, err
 	}

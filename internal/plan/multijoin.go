@@ -71,6 +71,10 @@ func (p *Plan) nullable(pos int) bool {
 	return p.nullable(e.To)
 }
 
+// MayBeMissing reports whether the row of the table at pos can be missing
+// from a result row (NULL-extended by an outer join).
+func (p *Plan) MayBeMissing(pos int) bool { return p.nullable(pos) }
+
 // GroupNullable reports whether an aggregate over a join groups by a
 // table whose row can be missing (LEFT JOIN), so its group can be NULL.
 func (p *Plan) GroupNullable() bool {
