@@ -331,22 +331,49 @@ func textOf(expr, typ string) string {
 	return "CASE WHEN (" + expr + ") IS NOT DISTINCT FROM NULL THEN NULL ELSE pg_catalog.format('%s', " + expr + ") END"
 }
 
+// anyOwnParam reports whether a parameter array of one of types is typed
+// with its own type (ownParam).
+func anyOwnParam(types []string) bool {
+	for _, t := range types {
+		if ownParam(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// zipped is the query whose row i holds element i of each parameter array
+// (shorter ones padded with NULL), as "SELECT * FROM unnest(a, b, ...)"
+// gives, with exprs the select list over the elements: elem(i) names the
+// element of array i. Where one array is typed with its own type, unnest
+// runs in the select list instead: unnest in FROM expands an element of a
+// composite type into its fields, so the names would bind to those.
+func zipped(arrays []string, elem func(i int) string, exprs []string, typed bool) string {
+	if typed {
+		out := make([]string, len(exprs))
+		for i, e := range exprs {
+			out[i] = strings.ReplaceAll(e, elem(i), "unnest("+arrays[i]+")")
+		}
+		return "SELECT " + strings.Join(out, ", ")
+	}
+	cols := make([]string, len(arrays))
+	for i := range arrays {
+		cols[i] = strings.TrimPrefix(elem(i), "u.")
+	}
+	return fmt.Sprintf("SELECT %s FROM unnest(%s) AS u(%s)", strings.Join(exprs, ", "), strings.Join(arrays, ", "), strings.Join(cols, ", "))
+}
+
 // unnestParams is "SELECT <elements> FROM ..." over the parameter arrays
 // $start.. of the given types, element i of each forming row i, named as
-// names: one array of a composite type is read by subscript, since unnest
-// would expand it into its fields.
+// names (see zipped).
 func unnestParams(start int, names, types []string) string {
-	if len(names) == 1 && ownParam(types[0]) {
-		arr := keyParam(start, types[0])
-		return fmt.Sprintf("SELECT (%s)[trellis_i] AS %s FROM pg_catalog.generate_subscripts(%s, 1) AS trellis_i", arr, ident.Quote(names[0]), arr)
-	}
 	var params, cols, elems []string
 	for i := range names {
 		params = append(params, keyParam(start+i, types[i]))
 		cols = append(cols, fmt.Sprintf("x%d", i+1))
 		elems = append(elems, fromKeyParam(fmt.Sprintf("u.x%d", i+1), types[i])+" AS "+ident.Quote(names[i]))
 	}
-	return fmt.Sprintf("SELECT %s FROM unnest(%s) AS u(%s)", strings.Join(elems, ", "), strings.Join(params, ", "), strings.Join(cols, ", "))
+	return zipped(params, func(i int) string { return "u." + cols[i] }, elems, anyOwnParam(types))
 }
 
 // KeyParamsTyped reports whether some key parameter of the plan's keyed

@@ -484,7 +484,7 @@ func (p *Plan) keysCTE() string {
 		cols = append(cols, fmt.Sprintf("k%d", i+1))
 		casts = append(casts, fromKeyParam(fmt.Sprintf("u.k%d", i+1), types[i])+" AS "+ident.Quote(k))
 	}
-	return fmt.Sprintf("SELECT %s FROM unnest(%s) AS u(%s)", strings.Join(casts, ", "), strings.Join(params, ", "), strings.Join(cols, ", "))
+	return zipped(params, func(i int) string { return "u." + cols[i] }, casts, anyOwnParam(types))
 }
 
 // Recompute re-derives the target rows of a set of source keys from the

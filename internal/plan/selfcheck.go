@@ -116,7 +116,7 @@ func (p *Plan) CheckPage(hasLower, hasUpper bool) string {
 			as = append(as, fmt.Sprintf("x%d", i+1))
 			casts = append(casts, fmt.Sprintf("%s AS u%d", fromKeyParam(fmt.Sprintf("u.x%d", i+1), unitTypes[i]), i+1))
 		}
-		return fmt.Sprintf("%s AS (SELECT %s FROM unnest(%s) AS u(%s))", name, strings.Join(casts, ", "), strings.Join(params, ", "), strings.Join(as, ", "))
+		return name + " AS (" + zipped(params, func(i int) string { return "u." + as[i] }, casts, anyOwnParam(unitTypes)) + ")"
 	}
 	inflight, held, only := unitSet("trellis_inflight"), unitSet("trellis_held"), unitSet("trellis_only")
 	allInFlight, restrict, limit := param(), param(), param()

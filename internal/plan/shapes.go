@@ -556,6 +556,15 @@ func (c Changes) cte() string {
 	}
 	params = append(params, fmt.Sprintf("$%d::bool[]", n))
 	cols = append(cols, "hv")
+	types := append(append([]string(nil), c.Source.KeyTypes...), c.CapTypes...)
+	if anyOwnParam(types) {
+		// See zipped: a composite key or old value stays one column.
+		elems := make([]string, len(params))
+		for i, pa := range params {
+			elems[i] = "unnest(" + pa + ") AS " + cols[i]
+		}
+		return "chg AS (SELECT " + strings.Join(elems, ", ") + ")"
+	}
 	return fmt.Sprintf("chg AS (SELECT * FROM unnest(%s) AS u(%s))", strings.Join(params, ", "), strings.Join(cols, ", "))
 }
 
