@@ -50,7 +50,7 @@ func TestLatencyRunsOnRows(t *testing.T) {
 // TestBenchShapesSmoke is TestBenchSmoke for the GROUP BY and JOIN shapes,
 // with shorter phases.
 func TestBenchShapesSmoke(t *testing.T) {
-	for _, shape := range []string{GroupBy, Join, Quarantine, Having, Global, Derived, CTE, View, Window, TopK, DistinctOn, Join3, Semi, Union, UnionDistinct, FullJoin, UnionJoin} {
+	for _, shape := range []string{GroupBy, Join, Quarantine, Having, Global, Derived, CTE, View, Window, TopK, DistinctOn, Join3, Semi, Union, UnionDistinct, FullJoin, UnionJoin, FullPos} {
 		t.Run(shape, func(t *testing.T) {
 			smoke(t, Options{Shape: shape, Rows: 2000, Changes: 2000, Duration: 300 * time.Millisecond})
 		})

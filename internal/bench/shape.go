@@ -81,6 +81,13 @@ const (
 	// c.id = s.customer_id SELECT s.id AS id, c.region AS region, s.v AS v
 	// (keyed by id, c_id, either NULL in a row without that side).
 	FullJoin = "fulljoin"
+	// FullPos: join3's tables, bench_regions with 60 rows (10 without a
+	// customer); TRANSFORM bench_tgt FROM bench_src s JOIN bench_customers
+	// c ON c.id = s.customer_id RIGHT JOIN bench_regions r ON r.id =
+	// c.region_id SELECT s.id AS id, r.name AS region, s.v AS v (a RIGHT
+	// JOIN after the second table, decision 0039: keyed by id, c_id, r_id,
+	// id and c_id NULL in a region's row without a customer).
+	FullPos = "fullpos"
 	// UnionDistinct: the projection's source; the union shape's branches
 	// with UNION (keyed by the whole row, id and v; ids stay unique, so
 	// the benchmarks match rows by id).
@@ -95,7 +102,7 @@ const (
 )
 
 // Shapes lists every shape; the first is the default.
-var Shapes = []string{Projection, GroupBy, Join, Quarantine, Having, Global, Derived, CTE, View, Window, TopK, DistinctOn, Join3, Semi, Union, UnionDistinct, FullJoin, UnionJoin}
+var Shapes = []string{Projection, GroupBy, Join, Quarantine, Having, Global, Derived, CTE, View, Window, TopK, DistinctOn, Join3, Semi, Union, UnionDistinct, FullJoin, UnionJoin, FullPos}
 
 const (
 	shapeGroups    = 10_000 // groups of the groupby shape
@@ -202,6 +209,13 @@ func shapeOf(name string) shape {
 			keys:       []string{"id", "c_id"}, vals: []string{"region", "v"},
 			pollKey: "id", pollVal: "v",
 		}
+	case FullPos:
+		return shape{
+			name:       FullPos,
+			definition: "SELECT s.id AS id, c.id AS c_id, r.id AS r_id, r.name AS region, s.v AS v FROM %[1]s s JOIN %[2]s c ON c.id = s.customer_id RIGHT JOIN %[4]s r ON r.id = c.region_id",
+			keys:       []string{"id", "c_id", "r_id"}, vals: []string{"region", "v"},
+			pollKey: "id", pollVal: "v",
+		}
 	case Join3:
 		return shape{
 			name:       Join3,
@@ -268,6 +282,9 @@ func (e *env) transform() string {
 	case Join3:
 		return fmt.Sprintf("TRANSFORM %s FROM %s s JOIN %s c ON c.id = s.customer_id JOIN %s r ON r.id = c.region_id SELECT s.id AS id, r.name AS region, s.v AS v",
 			tgt, src, cust, e.table("bench_regions"))
+	case FullPos:
+		return fmt.Sprintf("TRANSFORM %s FROM %s s JOIN %s c ON c.id = s.customer_id RIGHT JOIN %s r ON r.id = c.region_id SELECT s.id AS id, r.name AS region, s.v AS v",
+			tgt, src, cust, e.table("bench_regions"))
 	case Semi:
 		return fmt.Sprintf("TRANSFORM %s FROM %s s SELECT s.v AS v WHERE EXISTS (SELECT 1 FROM %s c WHERE c.id = s.customer_id AND c.region <> 'none')", tgt, src, cust)
 	case Quarantine:
@@ -320,7 +337,7 @@ func (e *env) keyTarget() string {
 // keys may be NULL.
 func (e *env) keyIndex(table string) string {
 	nulls := ""
-	if e.shape.name == FullJoin || e.shape.name == UnionJoin {
+	if e.shape.name == FullJoin || e.shape.name == UnionJoin || e.shape.name == FullPos {
 		nulls = " NULLS NOT DISTINCT"
 	}
 	return fmt.Sprintf("CREATE UNIQUE INDEX ON %s %s%s", table, e.keyTarget(), nulls)
@@ -343,7 +360,7 @@ func (e *env) createSource(ctx context.Context, rows int) error {
 			fmt.Sprintf("CREATE INDEX ON %s (grp)", src),
 			fmt.Sprintf("VACUUM (ANALYZE) %s", src),
 		}
-	case Join, Join3, Semi, FullJoin, UnionJoin:
+	case Join, Join3, Semi, FullJoin, UnionJoin, FullPos:
 		customer := fmt.Sprintf("g %% %d + 1", shapeCustomers)
 		if e.shape.name == FullJoin {
 			customer = fmt.Sprintf("g %% %d + 501", shapeCustomers+500)
@@ -360,11 +377,15 @@ func (e *env) createSource(ctx context.Context, rows int) error {
 			fmt.Sprintf("CREATE INDEX ON %s (customer_id)", src),
 			fmt.Sprintf("VACUUM (ANALYZE) %s", src),
 		}
-		if e.shape.name == Join3 {
+		if e.shape.name == Join3 || e.shape.name == FullPos {
 			regions := e.table("bench_regions")
+			n := shapeRegions
+			if e.shape.name == FullPos {
+				n += 10 // regions without a customer: rows of the RIGHT JOIN alone
+			}
 			qs = append(qs,
 				fmt.Sprintf("CREATE TABLE %s (id int PRIMARY KEY, name text)", regions),
-				fmt.Sprintf("INSERT INTO %s SELECT g, 'region ' || g FROM generate_series(0, %d) g", regions, shapeRegions-1),
+				fmt.Sprintf("INSERT INTO %s SELECT g, 'region ' || g FROM generate_series(0, %d) g", regions, n-1),
 				fmt.Sprintf("VACUUM (ANALYZE) %s", regions))
 		}
 	case Quarantine:
@@ -408,6 +429,8 @@ func (e *env) mismatches(ctx context.Context) (int64, error) {
 	case e.shape.name == FullJoin:
 		// Either key may be NULL; ids are positive (and hashable so).
 		on = "ON coalesce(d.id, -1) = coalesce(t.id, -1) AND coalesce(d.c_id, -1) = coalesce(t.c_id, -1)"
+	case e.shape.name == FullPos:
+		on = "ON coalesce(d.id, -1) = coalesce(t.id, -1) AND coalesce(d.c_id, -1) = coalesce(t.c_id, -1) AND d.r_id = t.r_id"
 	case len(e.shape.keys) > 0:
 		on = "USING (" + strings.Join(e.shape.keys, ", ") + ")"
 	}
