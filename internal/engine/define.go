@@ -112,8 +112,9 @@ func (e *Engine) readKey(ctx context.Context, tx pgx.Tx, s *side) error {
 // keyTarget lets a chain read a GROUP BY or JOIN target, which is keyed by
 // a unique index over nullable columns (NULLS NOT DISTINCT): its key
 // columns are made NOT NULL, so the index identifies its rows. Only a key
-// that cannot be NULL qualifies: an inner join's (both sides' keys), or a
-// GROUP BY of NOT NULL columns.
+// that cannot be NULL qualifies: an inner join's (both sides' keys), a
+// GROUP BY of NOT NULL columns, or a set operation's whose every branch
+// fills each key column with a NOT NULL column (decision 0040).
 // Anything else than a Trellis target with a key is left alone.
 func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error {
 	up, err := e.Cat.Transform(ctx, tx, plan.Target{Schema: rel.schema, Name: rel.name}, false)
@@ -125,9 +126,26 @@ func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error 
 		return nil // keyed by its primary key already
 	}
 	if up.Spec.SetOp != nil {
-		return errs.New(trellistype.CodeValidation,
-			"%s cannot be read by a transform: it is a set operation (UNION, INTERSECT, EXCEPT), whose key (%s) may hold NULL; read its branches' tables instead",
-			up.Target, strings.Join(pl.KeyNames(), ", "))
+		// Readable when no key column can be NULL: each branch fills each
+		// with a NOT NULL column of a table its every row holds.
+		reads, nullable := pl.SetOpKeyReads()
+		if nullable != "" {
+			return errs.New(trellistype.CodeValidation,
+				"%s cannot be read by a transform: it is a set operation whose key column %s may be NULL (another branch's key, a LEFT JOIN's table or an expression fills it in some rows); a reader needs a key without NULLs: select in every branch, in the same position, a NOT NULL key column of a table each of its rows holds",
+				up.Target, nullable)
+		}
+		for _, r := range reads {
+			var notNull bool
+			if err := tx.QueryRow(ctx, sqlColumnNotNull, ident.Qualified(r.Source.Schema, r.Source.Table), r.Column).Scan(&notNull); err != nil {
+				return err
+			}
+			if !notNull {
+				return errs.New(trellistype.CodeValidation,
+					"%s cannot be read by a transform: it is a set operation whose key column %s reads %s.%s.%s, which may be NULL; a transform reading it needs a key without NULLs: select NOT NULL columns in every branch",
+					up.Target, r.Key, r.Source.Schema, r.Source.Table, r.Column)
+			}
+		}
+		return keyNotNull(ctx, tx, up, pl)
 	}
 	keys := pl.KeyNames()
 	if len(keys) == 0 {
@@ -185,6 +203,13 @@ func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error 
 			}
 		}
 	}
+	return keyNotNull(ctx, tx, up, pl)
+}
+
+// keyNotNull makes the key columns of a transform's target NOT NULL for a
+// transform reading it, refusing the reader when a key holds NULL.
+func keyNotNull(ctx context.Context, tx pgx.Tx, up *catalog.Transform, pl *plan.Plan) error {
+	keys := pl.KeyNames()
 	sp, err := tx.Begin(ctx)
 	if err != nil {
 		return err

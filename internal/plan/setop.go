@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -553,3 +554,54 @@ func (p *Plan) setOpKeyTypes() []string {
 	}
 	return types
 }
+
+// KeyRead is a table column that fills a key column in one branch.
+type KeyRead struct {
+	Key    string // the key column's name
+	Source Source
+	Column string
+}
+
+// SetOpKeyReads says, for a transform reading a set operation's target,
+// which table column fills each key column in each branch (the branch
+// column is a constant). It returns the name of the first key column that
+// can be NULL in some row: one another branch fills (NULL in this one's
+// rows), a table's a LEFT JOIN may leave out, or an expression that is
+// not a plain column.
+func (p *Plan) SetOpKeyReads() ([]KeyRead, string) {
+	var out []KeyRead
+	for _, b := range p.Spec.SetOp.Branches {
+		bp := &Plan{Spec: b.spec()}
+		srcs := b.sources()
+		outer := srcs[:1+len(b.Joins)]
+		for j, e := range b.Keys {
+			name := p.Spec.Key[j].Name
+			if p.Spec.SetOp.All && j == 0 {
+				continue // the branch's number
+			}
+			m := keyColumn.FindStringSubmatch(e)
+			if m == nil || e == "NULL" {
+				return nil, name
+			}
+			pos := -1
+			for i, s := range outer {
+				if (m[1] == "" && len(outer) == 1) || m[1] == aliasOf(s) {
+					pos = i
+				}
+			}
+			if pos < 0 || bp.nullable(pos) {
+				return nil, name
+			}
+			col := m[2]
+			if !strings.Contains(e, `"`) {
+				col = strings.ToLower(col) // an unquoted name folds to lower case
+			}
+			out = append(out, KeyRead{Key: name, Source: srcs[pos], Column: col})
+		}
+	}
+	return out, ""
+}
+
+// keyColumn matches a plain column reference, optionally qualified:
+// group 1 the qualifier, group 2 the column.
+var keyColumn = regexp.MustCompile(`^(?:"?([A-Za-z_][A-Za-z0-9_$]*)"?\.)?"?([A-Za-z_][A-Za-z0-9_$]*)"?$`)
