@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/trellis-pg/trellis"
+	"github.com/trellis-pg/trellis/internal/ledger"
 )
 
 // A ledger segment dropped outside Trellis is reported once and
@@ -30,9 +31,11 @@ func TestDroppedLedgerSegmentIsRecreated(t *testing.T) {
 	require.NoError(t, err)
 	e.waitState(c, "by_g", trellis.StateLive)
 
-	// A segment that is neither current nor next, so writers keep going.
-	var seg string
-	require.NoError(t, e.db.QueryRow(e.ctx, `SELECT format('ledger_%s', (cur + 2) % nsegs) FROM trellis.ring`).Scan(&seg))
+	// A segment that is neither current nor next, so writers keep going,
+	// and another one to detach after.
+	var seg, other string
+	require.NoError(t, e.db.QueryRow(e.ctx, `SELECT format('ledger_%s', (c + 2) % 4), format('ledger_%s', (c + 3) % 4)
+FROM (SELECT `+ledger.SegmentAt(`now()`)+` AS c) r`).Scan(&seg, &other))
 	e.exec(`DROP TABLE trellis.` + seg)
 	e.as(writer, `UPDATE src SET v = v + 1 WHERE id <= 10`, `INSERT INTO src VALUES (51, 1, 51)`)
 
@@ -47,8 +50,6 @@ SELECT EXISTS (SELECT 1 FROM pg_inherits WHERE inhparent = 'trellis.ledger'::reg
 	}
 	e.eventually(seg+" recreated as a segment of the ledger", attached(seg))
 	// A detached segment is attached back, with its rows.
-	var other string
-	require.NoError(t, e.db.QueryRow(e.ctx, `SELECT format('ledger_%s', (cur + 3) % nsegs) FROM trellis.ring`).Scan(&other))
 	e.exec(`ALTER TABLE trellis.ledger DETACH PARTITION trellis.` + other)
 	e.eventually(other+" attached back, and reported", func() bool {
 		return len(logs.records(t, "a ledger segment was detached outside Trellis; it is attached back with its rows")) == 1

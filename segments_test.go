@@ -2,31 +2,35 @@ package trellis_test
 
 import (
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/trellis-pg/trellis"
+	"github.com/trellis-pg/trellis/internal/ledger"
 )
 
 // damageCurrentSegment drops or detaches (damage) the ledger segment
-// capture appends to, as the catalog's owner may, holding the ring's row
-// so that it cannot rotate meanwhile, and returns the segment's number.
+// capture appends to, as the catalog's owner may, and returns the
+// segment's number: the one the clock picks, with half a second at least
+// left before the ring moves on (or the next one, waited for).
 func (e *env) damageCurrentSegment(damage string) int {
 	e.t.Helper()
-	tx, err := e.db.Begin(e.ctx)
-	require.NoError(e.t, err)
-	defer func() { _ = tx.Rollback(e.ctx) }()
 	var cur int
-	require.NoError(e.t, tx.QueryRow(e.ctx, `SELECT cur FROM trellis.ring FOR UPDATE`).Scan(&cur))
+	e.eventually("half a second left in the current segment's period", func() bool {
+		var left float64
+		require.NoError(e.t, e.db.QueryRow(e.ctx, `SELECT `+ledger.SegmentAt(`now()`)+`,
+  (date_part('epoch', now())::int8 / $1 + 1) * $1 - 0.5 - date_part('epoch', now())`, int(ledger.SegmentPeriod/time.Second)).Scan(&cur, &left))
+		return left > 0.5
+	})
 	q := fmt.Sprintf(`DROP TABLE trellis.ledger_%d`, cur)
 	if damage == "detach" {
 		q = fmt.Sprintf(`ALTER TABLE trellis.ledger DETACH PARTITION trellis.ledger_%d`, cur)
 	}
-	_, err = tx.Exec(e.ctx, q)
+	_, err := e.db.Exec(e.ctx, q)
 	require.NoError(e.t, err)
-	require.NoError(e.t, tx.Commit(e.ctx))
 	return cur
 }
 
@@ -108,4 +112,43 @@ func TestWritesSurviveDamagedCurrentSegment(t *testing.T) {
 			e.assertMatches("proj", "SELECT id, v * 2 AS w FROM src")
 		})
 	}
+}
+
+// Capture appends a transaction's rows to the segment its start time picks
+// (ledger.SegmentAt), reading nothing to find it: with the ring's cur
+// pointing at no segment, an update's old and new rows are in that
+// segment with their keys, and the target follows.
+func TestCaptureAppendsToTheSegmentItsStartPicks(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE src (id int PRIMARY KEY, g int, v int)`)
+	e.exec(`INSERT INTO src SELECT i, i % 5, i FROM generate_series(1, 20) i`)
+	writer := e.role("writer", "GRANT SELECT, INSERT, UPDATE ON src TO %s")
+	c := e.engine()
+	_, err := c.Define(e.ctx, "TRANSFORM by_g FROM src SELECT g AS g, sum(v) AS s GROUP BY g")
+	require.NoError(t, err)
+	e.waitState(c, "by_g", trellis.StateLive)
+	require.NoError(t, c.Close())
+
+	e.exec(`UPDATE trellis.ring SET cur = 999`)
+	tx, err := writer.Begin(e.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(e.ctx) }()
+	_, err = tx.Exec(e.ctx, `UPDATE src SET v = v + 1 WHERE id = 1`)
+	require.NoError(t, err)
+	var xid int64
+	var seg int
+	require.NoError(t, tx.QueryRow(e.ctx, `SELECT txid_current(), `+ledger.SegmentAt(`now()`)).Scan(&xid, &seg))
+	_, err = tx.Exec(e.ctx, `INSERT INTO src VALUES (21, 1, 21)`)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(e.ctx))
+	rows := e.rows(`SELECT seg, key::text, tableoid::regclass::text FROM trellis.ledger
+WHERE xid = $1::text::xid8 ORDER BY key, vals NULLS FIRST`, strconv.FormatInt(xid, 10))
+	in := fmt.Sprintf("trellis.ledger_%d", seg)
+	s := strconv.Itoa(seg)
+	require.Equal(t, [][]string{{s, "{1}", in}, {s, "{1}", in}, {s, "{21}", in}}, rows, "the new and old row of key 1, key 21")
+
+	c = e.engine()
+	e.converge(c)
+	e.assertMatches("by_g", "SELECT g, sum(v) AS s FROM src GROUP BY g")
 }

@@ -172,3 +172,48 @@ SELECT c.n, last.snap, c.snap, ARRAY(SELECT generate_series(0, 63)), NULL FROM c
 	require.Zero(t, rejected, "no row level 11 wrote is taken for a forged one")
 	require.Equal(t, [][]string{{strconv.Itoa(catalog.LatestVersion())}}, e.rows(`SELECT max(version) FROM trellis.schema_migrations`))
 }
+
+// A catalog at level 12 with a live source, its capture as that level
+// installed it (it reads ring.cur for the segment it appends to), is
+// upgraded by Migrate: writes go on throughout, the staging worker
+// regenerates the capture function (its start time picks its segment, no
+// table is read), nothing written before, during or after is
+// lost, and the transform stays live, with no capture disruption reported.
+func TestUpgradeToClockSegments(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE src (id int PRIMARY KEY, g int, v int)`)
+	e.exec(`INSERT INTO src SELECT i, i % 5, i FROM generate_series(1, 40) i`)
+	writer := e.role("writer", "GRANT SELECT, INSERT, UPDATE ON src TO %s")
+	c := e.engine()
+	_, err := c.Define(e.ctx, "TRANSFORM by_g FROM src SELECT g AS g, sum(v) AS s GROUP BY g")
+	require.NoError(t, err)
+	e.waitState(c, "by_g", trellis.StateLive)
+	require.NoError(t, c.Close())
+
+	// Back to level 12: its capture function, and the fingerprint staging
+	// recorded for that function; its ring names segment 2.
+	old, err := os.ReadFile("testdata/upgrade/capture_level12.sql")
+	require.NoError(t, err)
+	require.Equal(t, [][]string{{"1"}}, e.rows(`SELECT id FROM trellis.sources`))
+	e.exec(`DELETE FROM trellis.schema_migrations WHERE version >= 13`)
+	e.exec(string(old))
+	e.exec(`UPDATE trellis.sources s SET fingerprint = ` + capture.Names{Catalog: "trellis"}.FingerprintSQL())
+	e.exec(`UPDATE trellis.ring SET cur = 2`)
+	e.as(writer, `UPDATE src SET v = 3`, `INSERT INTO src VALUES (41, 1, 41)`)
+	require.Equal(t, [][]string{{"true"}}, e.rows(`SELECT count(*) > 0 FROM trellis.ledger_2`), "level 12's capture appends to ring.cur's segment")
+
+	c = e.engine() // migrates to the latest level
+	e.as(writer, `UPDATE src SET g = 2`)
+	e.eventually("capture regenerated", func() bool {
+		return len(e.rows(`SELECT 1 FROM pg_proc WHERE proname = 'capture_1' AND prosrc LIKE '%date_part(''epoch'', pg_catalog.now())%' AND prosrc NOT LIKE '%.ring r%'`)) == 1
+	})
+	e.as(writer, `INSERT INTO src VALUES (42, 4, 42)`, `UPDATE src SET v = 5`)
+	e.converge(c)
+	e.assertMatches("by_g", "SELECT g, sum(v) AS s FROM src GROUP BY g")
+	st, err := c.Status(e.ctx, "by_g")
+	require.NoError(t, err)
+	require.Equal(t, trellis.StateLive, st.State)
+	require.Nil(t, st.CaptureFailure)
+	require.Equal(t, [][]string{{strconv.Itoa(catalog.LatestVersion())}}, e.rows(`SELECT max(version) FROM trellis.schema_migrations`))
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/trellis-pg/trellis"
+	"github.com/trellis-pg/trellis/internal/ledger"
 )
 
 // role creates a login role of its own for this test (roles are the
@@ -528,10 +529,10 @@ func TestCapturedDomainValuesRenderAlikeFromEverySession(t *testing.T) {
 }
 
 // A writer whose own lock_timeout is small never fails on the lock reclaim
-// takes on a ledger segment. A REPEATABLE READ writer that took its
-// snapshot before the ring rotated still appends to the segment it saw as
-// current, which reclaim may lock (ACCESS EXCLUSIVE, for its TRUNCATE):
-// the writer waits for it, and its change reaches the target.
+// takes on a ledger segment. A transaction appends to the segment its id
+// picks however long it runs, also once the ring has moved on and reclaim
+// may lock that segment (ACCESS EXCLUSIVE, for its TRUNCATE): the writer
+// (REPEATABLE READ here) waits for it, and its change reaches the target.
 func TestWriterWithSmallLockTimeoutOutlastsReclaimLock(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -555,17 +556,13 @@ func TestWriterWithSmallLockTimeoutOutlastsReclaimLock(t *testing.T) {
 	_, err = tx.Exec(e.ctx, `SET LOCAL lock_timeout = '20ms'`)
 	require.NoError(t, err)
 	require.NoError(t, tx.QueryRow(e.ctx, `SELECT pg_backend_pid()`).Scan(&pid))
-	// The writer's snapshot is taken: the ring's current segment, as it sees it.
+	// The writer's snapshot is taken; its start time picks the segment it
+	// appends to.
 	var seen int
 	require.NoError(t, tx.QueryRow(e.ctx, `SELECT count(*) FROM src`).Scan(&seen))
-	var stale string
-	require.NoError(t, e.db.QueryRow(e.ctx, `SELECT format('ledger_%s', cur) FROM trellis.ring`).Scan(&stale))
-	e.eventually("the ring rotated", func() bool {
-		e.exec(`UPDATE src SET v = v + 1 WHERE id = 10`)
-		var now string
-		require.NoError(t, e.db.QueryRow(e.ctx, `SELECT format('ledger_%s', cur) FROM trellis.ring`).Scan(&now))
-		return now != stale
-	})
+	var seg int
+	require.NoError(t, tx.QueryRow(e.ctx, `SELECT `+ledger.SegmentAt(`now()`)).Scan(&seg))
+	stale := fmt.Sprintf("ledger_%d", seg)
 
 	// The lock reclaim takes on the segment the writer will append to.
 	reclaim, err := e.db.Begin(e.ctx)

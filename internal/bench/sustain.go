@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/trellis-pg/trellis/internal/ledger"
 )
 
 // Parameters of the sustain benchmark.
@@ -65,20 +67,22 @@ func (s *suite) sustain(ctx context.Context, e *env) ([]Result, error) {
 		rss, heap       int64 // bytes: resident, and the Go heap live at the last GC
 	}
 	var samples []sample
-	var lastRotated time.Time
-	rotations := -1 // the first read is not a rotation
+	// The ring turns with the clock (ledger.SegmentAt): a rotation is
+	// the segment writers append to moving on.
+	firstTurn := int64(-1)
 	read := func(at time.Duration) error {
 		var sm sample
-		var rotated time.Time
-		err := e.pool.QueryRow(ctx, fmt.Sprintf(`SELECT (SELECT count(*) FROM %[1]s.ledger), (SELECT count(*) FROM %[1]s.pages WHERE NOT done), (SELECT rotated_at FROM %[1]s.ring)`, e.catalog)).
-			Scan(&sm.ledger, &sm.pending, &rotated)
+		var turn int64
+		err := e.pool.QueryRow(ctx, fmt.Sprintf(`SELECT (SELECT count(*) FROM %[1]s.ledger), (SELECT count(*) FROM %[1]s.pages WHERE NOT done),
+       date_part('epoch', now())::int8 / %[2]d`, e.catalog, int(ledger.SegmentPeriod/time.Second))).
+			Scan(&sm.ledger, &sm.pending, &turn)
 		if err != nil {
 			return fmt.Errorf("sampling the ledger: %w", err)
 		}
-		if !rotated.Equal(lastRotated) {
-			rotations++
-			lastRotated = rotated
+		if firstTurn < 0 {
+			firstTurn = turn
 		}
+		rotations := int(turn - firstTurn)
 		sm.at, sm.rotations, sm.rss, sm.heap = at, rotations, selfRSS(), liveHeap()
 		samples = append(samples, sm)
 		return nil

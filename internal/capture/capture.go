@@ -144,21 +144,23 @@ func typeAt(types []string, i int) string {
 //
 // It never raises into the writer's statement. It runs with its owner's
 // rights (the catalog owner: writers need no right on the catalog) under a
-// pinned search_path, every catalog name qualified. A read-only probe, in a
-// block that catches every error, first plans the names capture reads (the
-// table's columns as capture was installed for, the ring, the ledger): a
-// column renamed or dropped, in the writer's own transaction or not, or a
-// damaged catalog, fails the probe, and then the statement records only
-// that the table must be re-read (a row without a key, as a TRUNCATE does)
-// and the staging worker fits capture to the table. The probe writes
-// nothing, so its subtransaction takes no transaction id: a writer's long
-// transaction never overflows PostgreSQL's subtransaction cache.
+// pinned search_path, every catalog name qualified. It appends to the
+// segment its transaction's start time picks (ledger.SegmentAt), reading
+// no table to find it. A read-only probe, in a block that catches every error, first
+// plans the names capture reads (the table's columns as capture was
+// installed for, the segment): a column renamed or dropped, in the
+// writer's own transaction or not, or a damaged catalog, fails the probe,
+// and then the statement records only that the table must be re-read (a
+// row without a key, as a TRUNCATE does) and the staging worker fits
+// capture to the table. The probe writes nothing, so its subtransaction
+// takes no transaction id: a writer's long transaction never overflows
+// PostgreSQL's subtransaction cache.
 //
 // It waits for the locks it takes whatever the writer's lock_timeout: a
-// writer whose snapshot predates a rotation of the ring (REPEATABLE READ)
-// appends to a segment that is no longer current, on which reclaim may
-// hold its brief ACCESS EXCLUSIVE lock, and a small lock_timeout of the
-// writer's would then fail its statement.
+// writer's transaction that began before its segment stopped being the
+// current one appends to it still, and reclaim may hold its brief ACCESS
+// EXCLUSIVE lock on it, on which a small lock_timeout of the writer's
+// would then fail its statement.
 func (n Names) FunctionSQL(s catalog.Source) string {
 	cat := ident.Quote(n.Catalog)
 	// Captured columns that are no longer recorded (dropped from the
@@ -197,78 +199,83 @@ func (n Names) FunctionSQL(s catalog.Source) string {
 		}
 		return strings.Join(parts, ", ")
 	}
+	// s is the segment the writer's transaction appends to, picked by
+	// its start time (ledger.SegmentAt): finding it reads no table, and
+	// nothing in it can fail.
+	seg := ledger.SegmentAt("pg_catalog.now()")
 	head := fmt.Sprintf(`CREATE OR REPLACE FUNCTION %s.%s() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 %s
 %sAS $trellis$
 DECLARE
-  s int;
+  s pg_catalog.int8 := %s;
 BEGIN
-`, cat, ident.Quote(n.Function(s.ID)), locks.FunctionNoTimeout, settingsFor(append(append([]string(nil), s.KeyTypes...), s.CapTypes...)))
-	// bySegment is an IF over the current segment s, with one branch per
-	// segment (stmt formats the segment's number and quoted name), and s
-	// set to NULL when it is none of them.
-	bySegment := func(indent, stmt string) string {
-		var b strings.Builder
-		for i := range ledger.Segments {
-			kw := "ELSIF"
-			if i == 0 {
-				kw = "IF"
-			}
-			fmt.Fprintf(&b, "%s%s s = %d THEN\n%s  %s\n", indent, kw, i, indent, fmt.Sprintf(stmt, i, cat+"."+ledger.Segment(i)))
-		}
-		return b.String() + indent + "ELSE\n" + indent + "  s := NULL;\n" + indent + "END IF;\n"
+`, cat, ident.Quote(n.Function(s.ID)), locks.FunctionNoTimeout, settingsFor(append(append([]string(nil), s.KeyTypes...), s.CapTypes...)), seg)
+	// reread records that the table must be re-read, when capture cannot
+	// read this statement's rows (a row without a key, as a TRUNCATE
+	// does), and returns. It goes through the partitioned ledger: a
+	// catalog too damaged for that records nothing (the staging worker
+	// repairs the ledger and re-reads every table).
+	reread := func(indent string) string {
+		return strings.ReplaceAll(fmt.Sprintf(`BEGIN
+  INSERT INTO %[1]s.ledger (seg, src, bucket, key) VALUES (%[3]s, %[2]d, 0, NULL);
+EXCEPTION WHEN OTHERS THEN
+  NULL;
+END;
+RETURN NULL;`, cat, s.ID, seg), "\n", "\n"+indent) + "\n"
 	}
-	// probe reads the current segment, locks it as appending to it does
-	// (from then on until the writer's transaction ends, nobody can drop
-	// or detach it), and plans without running them the reads of the
-	// statement's rows (from). The reads are planned with the segment, in
-	// one statement: a plan is made again when a relation it reads
-	// changes, and the append to the segment is then planned again too, so
-	// the probe fails whenever the append would. Its condition is false:
-	// the planner keeps every relation it names (their locks, rights and
-	// plan dependencies) but plans no scan, so starting it costs almost
-	// nothing (a LIMIT 0 join started a scan of each, 11,000 instructions
-	// a write; decision 0023).
-	probe := func(from string) string {
-		stmt := "PERFORM FROM ONLY %[2]s l WHERE false;"
+	// guarded is an IF over the segment s, one branch per segment: a
+	// read-only probe, in a block that catches every error, then the
+	// append (body, formatted with the segment's number and quoted
+	// name). The probe names the segment, so it locks it as appending to
+	// it does (from then on until the writer's transaction ends, nobody
+	// can drop or detach it), and plans without running them the reads
+	// of the statement's rows (from; pre runs before it, in the same
+	// block). The reads are planned with the segment, in one statement: a
+	// plan is made again when a relation it reads changes, and the append
+	// to the segment is then planned again too, so the probe fails
+	// whenever the append would, and then the statement records only that
+	// the table must be re-read. Its condition is false: the planner keeps
+	// every relation it names (their locks, rights and plan dependencies)
+	// but plans no scan, so starting it costs almost nothing (decision
+	// 0023). One IF over the segment, not one for the probe and one for
+	// the append: each test of s costs the writer about 2,000 instructions
+	// (decision 0035).
+	guarded := func(pre, from string, body func(i int, seg string) string) string {
+		probe := "PERFORM FROM ONLY %[2]s l WHERE false;"
 		if from != "" {
-			stmt = "PERFORM FROM ONLY %[2]s l, (" + strings.ReplaceAll(from, "%", "%%") + ") p WHERE false;"
+			probe = "PERFORM FROM ONLY %[2]s l, (" + strings.ReplaceAll(from, "%", "%%") + ") p WHERE false;"
 		}
-		return fmt.Sprintf("SELECT r.cur INTO s FROM %s.ring r;\n", cat) + bySegment("      ", stmt)
+		branch := func(i int) string {
+			name := cat + "." + ledger.Segment(i)
+			return fmt.Sprintf("BEGIN\n%s  %s\nEXCEPTION WHEN OTHERS THEN\n  %sEND;\n%s\nRETURN NULL;",
+				pre, fmt.Sprintf(probe, i, name), reread("  "), body(i, name))
+		}
+		// The branches are halved by each test, so that every segment
+		// costs the same two tests (an ELSIF chain cost one to four).
+		var split func(lo, hi int) string
+		split = func(lo, hi int) string {
+			if hi-lo == 1 {
+				return branch(lo)
+			}
+			mid := (lo + hi) / 2
+			in := func(x string) string { return "  " + strings.ReplaceAll(x, "\n", "\n  ") }
+			return fmt.Sprintf("IF s < %d THEN\n%s\nELSE\n%s\nEND IF;", mid, in(split(lo, mid)), in(split(mid, hi)))
+		}
+		return "    " + strings.ReplaceAll(split(0, ledger.Segments), "\n", "\n    ") + "\n"
 	}
-	reread := fmt.Sprintf(`  IF s IS NULL THEN
-    -- Capture cannot read this statement's rows: record that the table
-    -- must be re-read. A catalog too damaged for that records nothing
-    -- (the staging worker repairs the ledger and re-reads every table).
-    BEGIN
-      INSERT INTO %[1]s.ledger (seg, src, bucket, key) SELECT r.cur, %[2]d, 0, NULL FROM %[1]s.ring r;
-    EXCEPTION WHEN OTHERS THEN
-      NULL;
-    END;
-    RETURN NULL;
-  END IF;
-`, cat, s.ID)
-	guarded := func(from, body string) string {
-		return fmt.Sprintf(`    BEGIN
-      %s    EXCEPTION WHEN OTHERS THEN
-      s := NULL;
-    END;
-`, probe(from)) + reread + body
-	}
-	tail := `  RETURN NULL;
-END
-$trellis$`
-	// insert appends the rows of a query (key, vals) to the current
-	// segment, addressed directly (routing through the partitioned ledger
-	// costs every statement). It writes no bucket: the drain computes a
-	// row's bucket from its key when it reads it (hashing the key's text
-	// was 8,000 instructions a row; decision 0036).
-	insert := func(rows string) string {
-		stmt := fmt.Sprintf("INSERT INTO %%[2]s (seg, src, key, vals)\n        SELECT %%[1]d, %d, c.key, c.vals FROM (%s) AS c(key, vals);",
-			s.ID, strings.ReplaceAll(rows, "%", "%%"))
-		return strings.TrimLeft(bySegment("    ", stmt), " ")
+	tail := "  " + reread("  ") + "END\n$trellis$"
+	// insert appends the rows of a query (key, vals) to segment i (name),
+	// addressed directly (routing through the partitioned ledger costs
+	// every statement). It writes no bucket: the drain computes a row's
+	// bucket from its key when it reads it (hashing the key's text was
+	// 8,000 instructions a row; decision 0036).
+	insert := func(rows string) func(i int, name string) string {
+		return func(i int, name string) string {
+			return fmt.Sprintf("INSERT INTO %s (seg, src, key, vals)\n  SELECT %d, %d, c.key, c.vals FROM (%s) AS c(key, vals);",
+				name, i, s.ID, rows)
+		}
 	}
 	if s.Partitioned {
 		// A row-level trigger: its probe evaluates the record's fields. A
@@ -276,15 +283,8 @@ $trellis$`
 		// it, so planning the fields under LIMIT 0 would check nothing
 		// once cached (a column renamed or retyped since would then fail
 		// the INSERT below, in the writer's statement).
-		rowGuarded := func(fields string) string {
-			return fmt.Sprintf(`    BEGIN
-      PERFORM %s;
-      %s    EXCEPTION WHEN OTHERS THEN
-      s := NULL;
-    END;
-`, fields, probe("")) + reread
-		}
-		row := func(r, vals string) string {
+		fields := func(list string) string { return "  PERFORM " + list + ";\n" }
+		row := func(r, vals string) func(i int, name string) string {
 			return insert("SELECT " + render(r, s.KeyCols, false) + ", " + vals)
 		}
 		same := make([]string, len(s.KeyCols))
@@ -292,21 +292,17 @@ $trellis$`
 			typ := typeAt(s.KeyTypes, i)
 			same[i] = AsText("NEW."+ident.Quote(k), typ) + " IS NOT DISTINCT FROM " + AsText("OLD."+ident.Quote(k), typ)
 		}
+		updated := func(i int, name string) string {
+			return row("OLD", render("OLD", s.CapCols, true))(i, name) + fmt.Sprintf("\nIF NOT (%s) THEN\n  %s\nEND IF;",
+				strings.Join(same, " AND "), row("NEW", "NULL::pg_catalog.text[]")(i, name))
+		}
 		return head + fmt.Sprintf(`  IF TG_OP = 'INSERT' THEN
-%s    %s
-  ELSIF TG_OP = 'UPDATE' THEN
-%s    %s
-    IF NOT (%s) THEN
-      %s
-    END IF;
-  ELSIF TG_OP = 'DELETE' THEN
-%s    %s
-  ELSE
+%s  ELSIF TG_OP = 'UPDATE' THEN
+%s  ELSIF TG_OP = 'DELETE' THEN
 %s  END IF;
-`, rowGuarded(named("NEW", false)), row("NEW", "NULL::pg_catalog.text[]"),
-			rowGuarded(named("OLD", true)+", "+named("NEW", false)), row("OLD", render("OLD", s.CapCols, true)), strings.Join(same, " AND "), row("NEW", "NULL::pg_catalog.text[]"),
-			rowGuarded(named("OLD", true)), row("OLD", render("OLD", s.CapCols, true)),
-			"    s := NULL;\n"+reread) + tail
+`, guarded(fields(named("NEW", false)), "", row("NEW", "NULL::pg_catalog.text[]")),
+			guarded(fields(named("OLD", true)+", "+named("NEW", false)), "", updated),
+			guarded(fields(named("OLD", true)), "", row("OLD", render("OLD", s.CapCols, true)))) + tail
 	}
 	newRows := "SELECT " + render("nw", s.KeyCols, false) + ", NULL::pg_catalog.text[] FROM trellis_new nw"
 	oldRows := "SELECT " + render("od", s.KeyCols, false) + ", " + render("od", s.CapCols, true) + " FROM trellis_old od"
@@ -315,19 +311,16 @@ $trellis$`
 	// to the changed keys. Recording only the new keys that are not old
 	// ones cost more than the rows it saves (decision 0023), and its
 	// anti-join, planned once for the statement sizes a session meets
-	// first, could go quadratic on a large update.
+	// first, could go quadratic on a large update. Each branch returns
+	// once it appended: a TRUNCATE (and only it) reaches the end, where
+	// the table is recorded to be re-read.
 	return head + fmt.Sprintf(`  IF TG_OP = 'INSERT' THEN
-%s    %s
-  ELSIF TG_OP = 'UPDATE' THEN
-%s    %s
-  ELSIF TG_OP = 'DELETE' THEN
-%s    %s
-  ELSE
+%s  ELSIF TG_OP = 'UPDATE' THEN
+%s  ELSIF TG_OP = 'DELETE' THEN
 %s  END IF;
-`, guarded("SELECT "+named("nw", false)+" FROM trellis_new nw", ""), insert(newRows),
-		guarded("SELECT "+named("od", true)+" FROM trellis_old od", ""), insert(oldRows+" UNION ALL "+newRows),
-		guarded("SELECT "+named("od", true)+" FROM trellis_old od", ""), insert(oldRows),
-		"    s := NULL;\n"+reread) + tail
+`, guarded("", "SELECT "+named("nw", false)+" FROM trellis_new nw", insert(newRows)),
+		guarded("", "SELECT "+named("od", true)+" FROM trellis_old od", insert(oldRows+" UNION ALL "+newRows)),
+		guarded("", "SELECT "+named("od", true)+" FROM trellis_old od", insert(oldRows))) + tail
 }
 
 // TriggersSQL creates the capture triggers of a source: statement-level

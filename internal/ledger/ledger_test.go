@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/trellis-pg/trellis/internal/backoff"
 	"github.com/trellis-pg/trellis/internal/catalog"
 	"github.com/trellis-pg/trellis/internal/ledger"
 	"github.com/trellis-pg/trellis/internal/testsupport"
@@ -197,11 +199,13 @@ func TestConvergedOnlyWaitsForItsSources(t *testing.T) {
 	require.Equal(t, ps[0].Cut, fr.Cut, "the frontier stops before the pending page")
 }
 
-func (f *fixture) ring(t *testing.T) int {
+// ring is the segment writers that start now append to, and the turn of
+// the ring it is in (how many segment periods the clock has gone through).
+func (f *fixture) ring(t *testing.T) (seg int, turn int64) {
 	t.Helper()
-	var cur int
-	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT cur FROM trellis.ring`).Scan(&cur))
-	return cur
+	q := `SELECT ` + ledger.SegmentAt(`now()`) + `, date_part('epoch', now())::int8 / ` + strconv.Itoa(int(ledger.SegmentPeriod/time.Second))
+	require.NoError(t, f.pool.QueryRow(f.ctx, q).Scan(&seg, &turn))
+	return seg, turn
 }
 
 func (f *fixture) segmentRows(t *testing.T, seg int) int {
@@ -211,29 +215,47 @@ func (f *fixture) segmentRows(t *testing.T, seg int) int {
 	return n
 }
 
-func TestMaintainRotatesAndReclaimsDrainedSegments(t *testing.T) {
+// The clock picks the segments in turn, SegmentPeriod each, whatever the
+// session's time zone.
+func TestSegmentFollowsTheClock(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	age := func() {
-		t.Helper()
-		_, err := f.pool.Exec(f.ctx, `UPDATE trellis.ring SET rotated_at = now() - interval '1 minute'`)
-		require.NoError(t, err)
+	for _, c := range []struct {
+		at   string
+		want int
+	}{
+		{"1970-01-01 00:00:00+00", 0}, {"1970-01-01 00:00:01.4+00", 0}, {"1970-01-01 00:00:02+00", 1},
+		{"1970-01-01 00:00:07+00", 3}, {"1970-01-01 00:00:08+00", 0}, {"2026-12-01 12:00:02+00", 1},
+		{"2026-12-01 14:00:02+02", 1}, {"2026-12-01 12:00:05.2+00", 2},
+	} {
+		var got int
+		require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT `+ledger.SegmentAt(`$1::timestamptz`), c.at).Scan(&got))
+		require.Equal(t, c.want, got, c.at)
 	}
+	seg, _ := f.ring(t)
+	require.True(t, seg >= 0 && seg < ledger.Segments)
+}
 
-	// A young segment is not rotated; an old one with rows is.
-	f.appendRows(t, f.pool, 1, 100)
-	require.NoError(t, f.l.Maintain(f.ctx))
-	require.Equal(t, 0, f.ring(t))
-	age()
-	require.NoError(t, f.l.Maintain(f.ctx))
-	require.Equal(t, 1, f.ring(t), "writers moved on to segment 1")
+// Maintain truncates a segment once every row in it is drained, never
+// while a writer holds it; and finished pages and old cuts are pruned.
+func TestMaintainReclaimsDrainedSegments(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	// A segment writers append to two periods from now: the clock may
+	// move the ring on meanwhile, and a segment is not reclaimed while it
+	// is the current one, so what must happen is waited for.
+	cur, _ := f.ring(t)
+	seg := (cur + 2) % ledger.Segments
+	_, err := f.pool.Exec(f.ctx, `INSERT INTO trellis.ledger (seg, src, bucket, key)
+SELECT $1, 1, 0, ARRAY[g::text] FROM generate_series(1, 100) g`, seg)
+	require.NoError(t, err)
 
-	// Segment 0's rows are not drained yet: it stays.
+	// Its rows are not drained yet: it stays.
 	require.NoError(t, f.l.Maintain(f.ctx))
-	require.Equal(t, 100, f.segmentRows(t, 0))
+	require.Equal(t, 100, f.segmentRows(t, seg))
 
 	// Drained, but a writer still holds the segment: the reclaim gives way.
-	_, err := f.l.Cut(f.ctx, true)
+	_, err = f.l.Cut(f.ctx, true)
 	require.NoError(t, err)
 	ps := f.pages(t)
 	require.Len(t, ps, 1)
@@ -241,31 +263,35 @@ func TestMaintainRotatesAndReclaimsDrainedSegments(t *testing.T) {
 	writer, err := f.pool.Begin(f.ctx)
 	require.NoError(t, err)
 	defer func() { _ = writer.Rollback(context.WithoutCancel(f.ctx)) }()
-	_, err = writer.Exec(f.ctx, `LOCK TABLE trellis.ledger_0 IN ROW EXCLUSIVE MODE`)
+	_, err = writer.Exec(f.ctx, fmt.Sprintf(`LOCK TABLE trellis.ledger_%d IN ROW EXCLUSIVE MODE`, seg))
 	require.NoError(t, err)
 	require.NoError(t, f.l.Maintain(f.ctx))
-	require.Equal(t, 100, f.segmentRows(t, 0))
+	require.Equal(t, 100, f.segmentRows(t, seg))
 
 	// Once the writer is gone, the segment is reclaimed and the finished
 	// pages and the cuts before the frontier are pruned.
 	require.NoError(t, writer.Rollback(f.ctx))
-	require.NoError(t, f.l.Maintain(f.ctx))
-	require.Zero(t, f.segmentRows(t, 0))
+	wait := backoff.Exponential{Min: time.Millisecond, Max: 50 * time.Millisecond}
+	for f.segmentRows(t, seg) > 0 {
+		require.NoError(t, f.l.Maintain(f.ctx))
+		if f.segmentRows(t, seg) > 0 {
+			require.True(t, backoff.Sleep(f.ctx, wait.Next()), "segment %d not reclaimed", seg)
+		}
+	}
 	require.Empty(t, f.pages(t))
 	require.Equal(t, 1, f.cuts(t), "the frontier's cut stays")
 
-	// Rows in the current segment and an empty next one: rotation goes on
-	// round the ring; a next segment still holding rows is not rotated into.
-	f.appendRows(t, f.pool, 1, 10)
-	age()
-	require.NoError(t, f.l.Maintain(f.ctx))
-	require.Equal(t, 2, f.ring(t))
-	_, err = f.pool.Exec(f.ctx, `INSERT INTO trellis.ledger (seg, src, bucket, key) VALUES (3, 1, 0, '{x}')`)
+	// A row appended to it after the reclaim (its transaction began while
+	// it was current) is in the next cut's page.
+	_, err = f.pool.Exec(f.ctx, `INSERT INTO trellis.ledger (seg, src, bucket, key) VALUES ($1, 1, 0, '{x}')`, seg)
 	require.NoError(t, err)
-	f.appendRows(t, f.pool, 1, 10)
-	age()
-	require.NoError(t, f.l.Maintain(f.ctx))
-	require.Equal(t, 2, f.ring(t), "segment 3 still holds rows")
+	_, err = f.l.Cut(f.ctx, true)
+	require.NoError(t, err)
+	ps = f.pages(t)
+	require.Len(t, ps, 1)
+	var segs []int32
+	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT segs FROM trellis.pages WHERE NOT done`).Scan(&segs))
+	require.Equal(t, []int32{int32(seg)}, segs)
 }
 
 func TestPagesAreClaimedOnceAppliedAndRetried(t *testing.T) {

@@ -13,22 +13,23 @@ import (
 	"github.com/trellis-pg/trellis/internal/pgerr"
 )
 
-// Ring upkeep.
-const (
-	// RotateEvery is the least age of the current segment before writers
-	// are moved on to the next one (if it holds rows and the next is empty).
-	RotateEvery = 2 * time.Second
-	// SegmentLockWait is how long a reclaim waits for a segment's lock:
-	// writers hold it, and a reclaim gives way to them.
-	SegmentLockWait = 10 * time.Millisecond
-)
+// SegmentLockWait is how long a reclaim waits for a segment's lock:
+// writers hold it, and a reclaim gives way to them.
+const SegmentLockWait = 10 * time.Millisecond
 
-// Maintain rotates the current segment, reclaims drained segments and
-// prunes finished pages and cuts.
+// currentSegment is the SQL expression of the segment writers that start
+// now append to (SegmentAt).
+var currentSegment = SegmentAt("pg_catalog.now()")
+
+// Maintain reclaims drained segments and prunes finished pages and cuts.
+// The ring needs no rotating: each writer appends to the segment its
+// transaction's start time picks (SegmentAt), so the segment writers
+// append to moves on with the clock, and any segment may receive a row at
+// any time (a transaction that began while it was current may still be
+// running).
 func (l *Ledger) Maintain(ctx context.Context) error {
 	var cur, nsegs int
-	var age float64
-	if err := l.Pool.QueryRow(ctx, l.Cat.SQL(sqlRing)).Scan(&cur, &nsegs, &age); err != nil {
+	if err := l.Pool.QueryRow(ctx, l.Cat.SQL(sqlRing, currentSegment)).Scan(&cur, &nsegs); err != nil {
 		return fmt.Errorf("reading the ring: %w", err)
 	}
 	frontier, err := l.DrainedFrontier(ctx, l.Pool)
@@ -41,22 +42,6 @@ func (l *Ledger) Maintain(ctx context.Context) error {
 		}
 		if err := l.reclaim(ctx, seg, frontier.Snap); err != nil && !segmentGone(err) {
 			return err
-		}
-	}
-	next := (cur + 1) % nsegs
-	if age >= RotateEvery.Seconds() {
-		var curRows, nextRows bool
-		err := l.Pool.QueryRow(ctx, l.Cat.SQL(sqlSegmentHasRows, segment(cur))).Scan(&curRows)
-		if err == nil {
-			err = l.Pool.QueryRow(ctx, l.Cat.SQL(sqlSegmentHasRows, segment(next))).Scan(&nextRows)
-		}
-		if err != nil && !segmentGone(err) {
-			return err
-		}
-		if err == nil && curRows && !nextRows {
-			if _, err := l.Pool.Exec(ctx, l.Cat.SQL(sqlRotate), next, cur); err != nil {
-				return fmt.Errorf("rotating the ledger: %w", err)
-			}
 		}
 	}
 	if _, err := l.Pool.Exec(ctx, l.Cat.SQL(sqlPrunePages), frontier.Cut); err != nil {
@@ -87,9 +72,12 @@ func (l *Ledger) reclaim(ctx context.Context, seg int, frontier string) error {
 		if _, err := tx.Exec(ctx, l.Cat.SQL(sqlLockSegment, name)); err != nil {
 			return err
 		}
+		// Under the lock no writer holds the segment: its rows are all
+		// committed or gone, and a writer that appends to it afterwards
+		// (its transaction began while the segment was current) waits,
+		// and appends to the truncated segment. The current one is left to its writers.
 		var cur, nsegs int
-		var age float64
-		if err := tx.QueryRow(ctx, l.Cat.SQL(sqlRing)).Scan(&cur, &nsegs, &age); err != nil || cur == seg {
+		if err := tx.QueryRow(ctx, l.Cat.SQL(sqlRing, currentSegment)).Scan(&cur, &nsegs); err != nil || cur == seg {
 			return err
 		}
 		var undrained bool

@@ -56,7 +56,7 @@ func (f *fixture) open(t *testing.T) *openPage {
 //
 // "Recent" is counted in rotations, not in a share of the rows: a row
 // committed before rotation k is in the segment rotation k left or an
-// older one, which must be empty before the ring enters it again, by
+// older one, which must be reclaimed before the ring enters it again, by
 // rotation k-1+nsegs at the latest. (A share depended on the writer's
 // pace against the loop's: under load the last turn could hold most rows.)
 func TestRingReclaimsUnderSustainedLoad(t *testing.T) {
@@ -66,13 +66,13 @@ func TestRingReclaimsUnderSustainedLoad(t *testing.T) {
 	defer stop()
 
 	// The writer: one changed key per transaction, appended to the
-	// current segment as capture does, as fast as it goes.
+	// segment its start time picks, as capture does, as fast as it goes.
 	var written atomic.Int64
 	writerDone := make(chan error, 1)
 	go func() {
 		for n := 1; ; n++ {
 			_, err := f.pool.Exec(wctx, `INSERT INTO trellis.ledger (seg, src, bucket, key)
-SELECT cur, 1, $1::int % 64, ARRAY[$1::text] FROM trellis.ring`, n)
+SELECT `+ledger.SegmentAt(`now()`)+`, 1, $1::int % 64, ARRAY[$1::text]`, n)
 			if wctx.Err() != nil {
 				writerDone <- nil
 				return
@@ -105,33 +105,32 @@ SELECT cur, 1, $1::int % 64, ARRAY[$1::text] FROM trellis.ring`, n)
 		}
 	}
 
-	// The ring is aged before every upkeep, so that it rotates whenever
-	// the next segment is free: twelve rotations are three full turns, and
-	// each segment must have been reclaimed to be rotated into again. (The
-	// last turn's segments are still held at the end, so with fewer turns
-	// what is kept is near half of a short run's rows.)
+	// Eight rotations are two full turns; each segment must have been
+	// reclaimed before the ring enters it again for its old rows to be
+	// gone at the end.
 	var nsegs int
 	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT nsegs FROM trellis.ring`).Scan(&nsegs))
-	const turns = 3
-	// before[k] is the last change committed before rotation k+1 began.
+	const turns = 2
+	// before[k] is a change committed before rotation k+1 began: the last
+	// one committed before the ring was last seen in the turn before it.
 	var before []int64
-	last := f.ring(t)
+	committed := written.Load()
+	_, last := f.ring(t)
 	inFlight := f.open(t)
 	open = append(open, inFlight)
 	for len(before) < turns*nsegs {
 		require.NoError(t, f.ctx.Err(), "the ring rotated %d times with pages in flight", len(before))
 		next := f.open(t)
 		open = append(open, next)
-		_, err := f.pool.Exec(f.ctx, `UPDATE trellis.ring SET rotated_at = now() - interval '1 minute'`)
-		require.NoError(t, err)
-		committed := written.Load()
 		require.NoError(t, f.l.Maintain(f.ctx))
 		finish(inFlight)
 		inFlight = next
-		if cur := f.ring(t); cur != last {
+		now := written.Load()
+		_, turn := f.ring(t)
+		for ; last < turn; last++ {
 			before = append(before, committed)
-			last = cur
 		}
+		committed = now
 	}
 	finish(inFlight)
 

@@ -20,13 +20,15 @@ import (
 // the names of the segments created afresh, and of those attached back.
 // The new table is attached, not
 // created as a partition, so the ledger's writers never queue behind it.
-// A segment detached while it was the current one held rows no cut saw
-// (capture appends to it by its name): moved reports that the caller must
-// have every transform re-derived then too.
-func (l *Ledger) RepairSegments(ctx context.Context) (created, attached []string, moved bool, err error) {
+// Capture appends to a segment by its name, so a detached segment goes on
+// receiving the rows of the transactions that begin while it is current,
+// in no cut: the caller must have every transform re-derived once one is
+// attached back. Attaching waits for those writers; while they hold it,
+// the next pass tries again (the writers move on with the clock).
+func (l *Ledger) RepairSegments(ctx context.Context) (created, attached []string, err error) {
 	rows, err := l.Pool.Query(ctx, l.Cat.SQL(sqlSegmentStates), l.Cat.Schema)
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("reading the ledger's segments: %w", err)
+		return nil, nil, fmt.Errorf("reading the ledger's segments: %w", err)
 	}
 	type state struct {
 		seg               int
@@ -38,12 +40,7 @@ func (l *Ledger) RepairSegments(ctx context.Context) (created, attached []string
 		return s, err
 	})
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("reading the ledger's segments: %w", err)
-	}
-	var cur, nsegs int
-	var age float64
-	if err := l.Pool.QueryRow(ctx, l.Cat.SQL(sqlRing)).Scan(&cur, &nsegs, &age); err != nil {
-		return nil, nil, false, fmt.Errorf("reading the ring: %w", err)
+		return nil, nil, fmt.Errorf("reading the ledger's segments: %w", err)
 	}
 	for _, s := range states {
 		if s.attached {
@@ -52,26 +49,13 @@ func (l *Ledger) RepairSegments(ctx context.Context) (created, attached []string
 		name := segment(s.seg)
 		if !s.present {
 			if _, err := l.Pool.Exec(ctx, l.Cat.SQL(sqlCreateSegment, name)); err != nil {
-				return created, attached, moved, fmt.Errorf("recreating the ledger segment %s: %w", name, err)
+				return created, attached, fmt.Errorf("recreating the ledger segment %s: %w", name, err)
 			}
 			created = append(created, segmentName(s.seg))
-		} else if s.seg == cur {
-			// Capture appends to the current segment by its name, so
-			// writers go on appending to it detached, and attaching it
-			// waits for them: they are moved to another segment first.
-			for _, o := range states {
-				if o.attached {
-					moved = true
-					if _, err := l.Pool.Exec(ctx, l.Cat.SQL(sqlRotate), o.seg, cur); err != nil {
-						return created, attached, moved, fmt.Errorf("moving writers off the detached segment %s: %w", name, err)
-					}
-					break
-				}
-			}
 		}
 		ok, err := l.attach(ctx, name, s.seg)
 		if err != nil {
-			return created, attached, moved, err
+			return created, attached, err
 		}
 		if !ok {
 			// Writers of the segment still hold it: the next pass tries again.
@@ -81,7 +65,7 @@ func (l *Ledger) RepairSegments(ctx context.Context) (created, attached []string
 			attached = append(attached, segmentName(s.seg))
 		}
 	}
-	return created, attached, moved, nil
+	return created, attached, nil
 }
 
 // attach attaches a segment back to the ledger, waiting at most

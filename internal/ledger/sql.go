@@ -71,12 +71,13 @@ SELECT EXISTS (
                   AND pg_visible_in_snapshot(l.xid, p.hi) AND NOT pg_visible_in_snapshot(l.xid, p.lo)))`
 
 	// The ring (ring.go); %[2]s is a quoted segment name.
-	sqlRing             = `SELECT cur, nsegs, extract(epoch FROM clock_timestamp() - rotated_at) FROM %[1]s.ring`
+	// The segment writers that start now append to (%[2]s, SegmentAt),
+	// and the ring's size.
+	sqlRing             = `SELECT %[2]s, nsegs FROM %[1]s.ring`
 	sqlSegmentHasRows   = `SELECT EXISTS (SELECT 1 FROM %[1]s.%[2]s)`
 	sqlSegmentUndrained = `SELECT EXISTS (SELECT 1 FROM %[1]s.%[2]s WHERE NOT pg_visible_in_snapshot(xid, $1::pg_snapshot))`
 	sqlLockSegment      = `LOCK TABLE %[1]s.%[2]s IN ACCESS EXCLUSIVE MODE`
 	sqlTruncateSegment  = `TRUNCATE %[1]s.%[2]s`
-	sqlRotate           = `UPDATE %[1]s.ring SET cur = $1, rotated_at = clock_timestamp() WHERE cur = $2`
 	sqlPrunePages       = `DELETE FROM %[1]s.pages WHERE done AND cut <= $1`
 	sqlPruneCuts        = `DELETE FROM %[1]s.cuts WHERE n < $1`
 

@@ -124,9 +124,9 @@ func (w *Worker) buildFinished(ctx context.Context, id int, target plan.Target) 
 // the ledger's upkeep waits for it without failing the pass, so the rest
 // of staging goes on. It reports whether every segment is usable.
 func (w *Worker) repairLedger(ctx context.Context) bool {
-	created, attached, moved, err := w.Ledger.RepairSegments(ctx)
+	created, attached, err := w.Ledger.RepairSegments(ctx)
 	var n int64
-	if moved || len(created) > 0 || len(attached) > 0 {
+	if len(created) > 0 || len(attached) > 0 {
 		// Capture appends to a segment by its name: what it appended to one
 		// while it was detached is in no cut, and a dropped one took its
 		// changes along. A transaction that wrote while its segment was
@@ -144,9 +144,6 @@ func (w *Worker) repairLedger(ctx context.Context) bool {
 	if len(attached) > 0 {
 		w.Logger.Warn("a ledger segment was detached outside Trellis; it is attached back with its rows", "segment", strings.Join(attached, ","),
 			"transforms", n, "reason", "what capture appended to it while it was detached was in no cut: every transform is re-derived from its sources")
-	}
-	if moved {
-		w.Logger.Error("the current ledger segment was detached outside Trellis; writers are moved to another segment", "transforms", n)
 	}
 	if len(created) > 0 {
 		w.Logger.Error("a ledger segment was missing; it is recreated, and every transform is re-derived from its sources",
