@@ -151,9 +151,17 @@ func (e *env) startMeter(ctx context.Context) *meter {
 // perChange is the CPU microseconds per change since the meter started, 0
 // when it cannot be measured.
 func (m *meter) perChange(ctx context.Context, changes float64) float64 {
-	sec, ok := cpuSince(m.start, m.e.sampleCPU(ctx))
+	all, _ := m.split(ctx, changes)
+	return all
+}
+
+// split is perChange, and the part of it this process spent (the Trellis
+// workers a benchmark runs in it, its writers and pollers).
+func (m *meter) split(ctx context.Context, changes float64) (all, self float64) {
+	end := m.e.sampleCPU(ctx)
+	sec, ok := cpuSince(m.start, end)
 	if !ok || changes <= 0 {
-		return 0
+		return 0, 0
 	}
-	return sec * 1e6 / changes
+	return sec * 1e6 / changes, float64(end.self-m.start.self) / clockTicks * 1e6 / changes
 }

@@ -105,7 +105,7 @@ func (s *suite) drain(ctx context.Context, e *env) ([]Result, error) {
 	})
 	// Measured before the workers' connections close: the CPU of a server
 	// process that has exited can no longer be read.
-	drainCPU := m.perChange(ctx, float64(n))
+	drainCPU, selfCPU := m.split(ctx, float64(n))
 	if c2close != nil {
 		_ = c2close()
 	}
@@ -113,7 +113,7 @@ func (s *suite) drain(ctx context.Context, e *env) ([]Result, error) {
 		return nil, err
 	}
 	stmts.report(ctx, "the drain", float64(n))
-	e.logf("drained %d changes in %s", n, took.Round(time.Millisecond))
+	e.logf("drained %d changes in %s, CPU %.1f µs per change, %.1f of it in the workers' process", n, took.Round(time.Millisecond), drainCPU, selfCPU)
 	bad, err := e.mismatches(ctx)
 	if err != nil {
 		return nil, err
