@@ -143,7 +143,9 @@ func (s *suite) drain(ctx context.Context, e *env) ([]Result, error) {
 // or join), or for the groups or partitions the ids are in (an aggregate or
 // window), inserted or updated by key; with no key (a global aggregate),
 // the one row. It writes every row it recomputes and deletes nothing: the
-// cheapest statement that applies such a batch of updates.
+// cheapest statement that applies such a batch of updates. A UNION without
+// ALL is keyed by its whole row, as Trellis keys it, so its batch deletes
+// the rows gone and inserts the new ones.
 func (e *env) baselineUpsert(cp string) (create []string, upsert string) {
 	def := e.definition()
 	conflict := e.keyTarget()
@@ -151,6 +153,17 @@ func (e *env) baselineUpsert(cp string) (create []string, upsert string) {
 		fmt.Sprintf("CREATE TABLE %s AS %s", cp, def),
 		e.keyIndex(cp),
 		fmt.Sprintf("VACUUM (ANALYZE) %s", cp),
+	}
+	if e.shape.name == UnionDistinct {
+		// Keyed by the whole row, as Trellis keys a UNION: a changed row
+		// is another key, so the batch deletes the rows of its ids the
+		// union no longer yields and inserts the new ones (an upsert by
+		// id alone would need a key the union does not have).
+		create[1] = fmt.Sprintf("CREATE UNIQUE INDEX ON %s (id, v)", cp)
+		upsert = fmt.Sprintf("WITH d AS (SELECT id, v FROM (%s) d WHERE d.id = ANY ($1::bigint[])), "+
+			"gone AS (DELETE FROM %s WHERE id = ANY ($1::bigint[]) AND (id, v) NOT IN (SELECT id, v FROM d)) "+
+			"INSERT INTO %s (id, v) SELECT id, v FROM d ON CONFLICT (id, v) DO NOTHING", def, cp, cp)
+		return create, upsert
 	}
 	var cond string
 	switch {
