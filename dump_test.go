@@ -252,7 +252,9 @@ func TestDumpDefinitionsSQL(t *testing.T) {
 	first, err := c.DumpDefinitionsSQL(e.ctx)
 	require.NoError(t, err)
 	require.Less(t, strings.Index(first, "TRANSFORM one"), strings.Index(first, "TRANSFORM two"), "oldest first")
-	for _, runtime := range []string{"ledger", "pages", "quarantine", "capture_waits", "build_cursor", "live"} {
+	// (Tables by their qualified names: a migration's name in the history,
+	// ledger_without_buckets, is a definition of the catalog, not its state.)
+	for _, runtime := range []string{`"trellis"."ledger`, `"trellis"."pages"`, `"trellis"."quarantine`, `"trellis"."capture_waits"`, `"trellis"."build_cursor"`, "live"} {
 		require.NotContains(t, first, runtime, "runtime state is not dumped")
 	}
 
