@@ -67,7 +67,7 @@ SELECT EXISTS (
     AND EXISTS (SELECT 1 FROM %[1]s.ledger l
                 WHERE l.src = ANY ($2::int[])
                   AND l.xid >= coalesce(p.xlo, pg_snapshot_xmin(p.lo)) AND l.xid < pg_snapshot_xmax(p.hi)
-                  AND (p.xhi IS NULL OR l.xid <= p.xhi) AND (p.buckets IS NULL OR l.bucket = ANY (p.buckets))
+                  AND l.xid <= coalesce(p.xhi, pg_snapshot_xmax(p.hi)) AND (p.buckets IS NULL OR l.bucket = ANY (p.buckets))
                   AND pg_visible_in_snapshot(l.xid, p.hi) AND NOT pg_visible_in_snapshot(l.xid, p.lo)))`
 
 	// The ring (ring.go); %[2]s is a quoted segment name.
@@ -112,7 +112,10 @@ ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`
 	// page's range [$5, $6]; a page cut by an older release has no range
 	// (rows below lo's xmin are all visible in lo, rows at or above hi's
 	// xmax are in no snapshot of the page) and lists buckets ($3) instead.
-	// The (xid) index bounds the scan. Each row's bucket is computed here
+	// The (xid) index bounds the scan at both ends of the range (written
+	// as coalesces, not ORs, so that a generic plan bounds it too: the
+	// upper end was a filter, and a cut's first page read the rows of all
+	// its later ones). Each row's bucket is computed here
 	// from its key (capture writes none); a row that carries one (written
 	// by an older capture, or by anyone with the ledger's INSERT right) is
 	// checked against it. %[2]s is the relation read: the ledger, or only
@@ -123,7 +126,7 @@ SELECT src, key, vals, h, bucket IS NOT NULL AND bucket IS DISTINCT FROM h
 FROM (SELECT src, key, vals, bucket, coalesce(hashtext(key::text) & $4, 0) AS h
       FROM %[2]s l
       WHERE xid >= coalesce($5::xid8, pg_snapshot_xmin($1::pg_snapshot)) AND xid < pg_snapshot_xmax($2::pg_snapshot)
-        AND ($6::xid8 IS NULL OR xid <= $6::xid8) AND ($3::int[] IS NULL OR bucket = ANY ($3::int[]))
+        AND xid <= coalesce($6::xid8, pg_snapshot_xmax($2::pg_snapshot)) AND ($3::int[] IS NULL OR bucket = ANY ($3::int[]))
         AND pg_visible_in_snapshot(xid, $2::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
       OFFSET 0) r`
 
@@ -199,7 +202,7 @@ bysrc AS (
         JOIN %[1]s.cuts c ON c.n = p.cut
         LEFT JOIN LATERAL (SELECT pc.cut_at FROM %[1]s.cuts pc WHERE pc.n < p.cut ORDER BY pc.n DESC LIMIT 1) prev ON true
         JOIN %[1]s.ledger l ON l.xid >= coalesce(p.xlo, pg_snapshot_xmin(p.lo)) AND l.xid < pg_snapshot_xmax(p.hi)
-            AND (p.xhi IS NULL OR l.xid <= p.xhi) AND (p.buckets IS NULL OR l.bucket = ANY (p.buckets))
+            AND l.xid <= coalesce(p.xhi, pg_snapshot_xmax(p.hi)) AND (p.buckets IS NULL OR l.bucket = ANY (p.buckets))
             AND pg_visible_in_snapshot(l.xid, p.hi) AND NOT pg_visible_in_snapshot(l.xid, p.lo)
         WHERE NOT p.done
         GROUP BY l.src, l.xid, l.key) paged
