@@ -348,11 +348,13 @@ func anyOwnParam(types []string) bool {
 // element of array i. Where one array is typed with its own type, unnest
 // runs in the select list instead: unnest in FROM expands an element of a
 // composite type into its fields, so the names would bind to those.
+// Each of exprs begins with its element: only that first mention is
+// replaced (a quoted column name may spell an element's name too).
 func zipped(arrays []string, elem func(i int) string, exprs []string, typed bool) string {
 	if typed {
 		out := make([]string, len(exprs))
 		for i, e := range exprs {
-			out[i] = strings.ReplaceAll(e, elem(i), "unnest("+arrays[i]+")")
+			out[i] = strings.Replace(e, elem(i), "unnest("+arrays[i]+")", 1)
 		}
 		return "SELECT " + strings.Join(out, ", ")
 	}
