@@ -3,6 +3,7 @@ package trellis_test
 import (
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -12,12 +13,15 @@ import (
 
 // defineConformance is testdata/conformance/define.json: statements
 // defined over fixed tables, each with the target's columns and key it
-// creates, or the error code and message it is refused with.
+// creates, or the error code and message it is refused with. An ALTER
+// TRANSFORM statement is applied instead, and an accepted one names the
+// target whose columns and key it leaves.
 type defineConformance struct {
 	Setup []string `json:"setup"`
 	Cases []struct {
 		Name      string   `json:"name"`
 		Statement string   `json:"statement"`
+		Target    string   `json:"target,omitempty"`
 		OK        bool     `json:"ok"`
 		Columns   []string `json:"columns,omitempty"`
 		Key       []string `json:"key,omitempty"`
@@ -40,7 +44,14 @@ func TestDefineConformance(t *testing.T) {
 	require.NoError(t, m.Migrate(e.ctx))
 	// The cases run in order: a refused case may name an accepted one.
 	for _, c := range conf.Cases {
-		target, err := m.Define(e.ctx, c.Statement)
+		var target string
+		var err error
+		if strings.HasPrefix(c.Statement, "ALTER ") {
+			_, err = m.Apply(e.ctx, c.Statement)
+			target = c.Target
+		} else {
+			target, err = m.Define(e.ctx, c.Statement)
+		}
 		if !c.OK {
 			require.Error(t, err, c.Name)
 			require.Equal(t, trellis.Code(c.Code), trellis.CodeOf(err), "%s: %v", c.Name, err)
