@@ -115,7 +115,7 @@ func TestViewRefusals(t *testing.T) {
 		{`TRANSFORM t FROM limited SELECT id, x`, `LIMIT, OFFSET and FETCH are not supported in view "limited"`},
 		{`TRANSFORM t FROM through_guard SELECT id, x`, "reads table public.guarded, which has row level security"},
 		{`TRANSFORM t FROM a JOIN ranked r ON r.id = a.id SELECT a.id, r.r`, `view "ranked" computes window functions`},
-		{`TRANSFORM t FROM frozen SELECT id, x`, "is not a table"},
+		{`TRANSFORM t FROM frozen SELECT id, x`, "is a materialized view"},
 	} {
 		_, err := c.Define(e.ctx, tc.stmt)
 		require.Error(t, err, tc.stmt)

@@ -38,6 +38,12 @@ func (e *Engine) loadSide(ctx context.Context, tx pgx.Tx, ref grammar.TableRef) 
 	if rel == nil {
 		return nil, errs.New(trellistype.CodeNotFound, "source table %s does not exist", ref.Table)
 	}
+	switch rel.kind {
+	case "m":
+		return nil, errs.New(trellistype.CodeValidation, "source %s.%s is a materialized view: REFRESH replaces its rows, which no capture sees; read the tables of its query in the transform instead", rel.schema, rel.name)
+	case "f":
+		return nil, errs.New(trellistype.CodeValidation, "source %s.%s is a foreign table: its rows change outside this database, where no capture sees them", rel.schema, rel.name)
+	}
 	if rel.kind != "r" && rel.kind != "p" {
 		return nil, errs.New(trellistype.CodeValidation, "source %s.%s is not a table", rel.schema, rel.name)
 	}

@@ -553,9 +553,9 @@ func (p *stmtParser) joinKind() (JoinKind, bool, *Error) {
 		p.pos += 3
 		return JoinFull, true, nil
 	case p.is(i, "cross"):
-		return "", false, p.errAt(Invalid, i, "CROSS JOIN is not supported (only INNER and LEFT joins on equalities are): write JOIN ... ON a.x = b.y")
+		return "", false, p.errAt(Invalid, i, "CROSS JOIN is not supported (a join is on equalities): write JOIN ... ON a.x = b.y")
 	case p.is(i, "natural"):
-		return "", false, p.errAt(Invalid, i, "NATURAL JOIN is not supported (only INNER and LEFT joins are): name the columns with JOIN ... USING (...)")
+		return "", false, p.errAt(Invalid, i, "NATURAL JOIN is not supported: name the columns with JOIN ... USING (...)")
 	}
 	return "", false, nil
 }
