@@ -21,7 +21,8 @@ var docsSetup = []string{
 	`CREATE TABLE notes (order_id bigint, line int, note text, PRIMARY KEY (order_id, line))`,
 	`CREATE TABLE regions (id int PRIMARY KEY, name text)`,
 	`CREATE TABLE sales (id bigint PRIMARY KEY, amount numeric, region text)`,
-	`CREATE TABLE refunds (id bigint PRIMARY KEY, amount numeric, region text)`,
+	`CREATE TABLE refunds (id bigint PRIMARY KEY, amount numeric, region text, order_id bigint)`,
+	`CREATE TABLE vip (customer_id int PRIMARY KEY)`,
 	`CREATE TABLE closed (region text PRIMARY KEY)`,
 	`CREATE VIEW paid_orders AS SELECT id, customer_id, price FROM orders WHERE status = 'paid'`,
 }
