@@ -5,7 +5,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/stretchr/testify/require"
 
 	"github.com/trellis-pg/trellis"
@@ -27,74 +29,77 @@ type shapeCase struct {
 	// chain selects from the target (FROM <target> t SELECT ...);
 	// refusedChain is what refuses it.
 	chain, refusedChain string
+	// bad is a column ALTER TRANSFORM adds that fails on some rows (""
+	// where ALTER is refused): it is quarantined until they are fixed.
+	bad string
 }
 
 var shapeCases = []shapeCase{
 	{name: "projection", stmt: "FROM orders SELECT *, price * qty AS amount WHERE status = 'paid'",
-		sources: []string{"public.orders"},
-		add:     "upper(status) AS st", drop: "amount", chain: "t.id, t.price"},
+		sources: []string{"public.orders"}, bad: "100 / (qty - 2) AS bad",
+		add: "upper(status) AS st", drop: "amount", chain: "t.id, t.price"},
 	{name: "join", stmt: "FROM orders o JOIN customers c ON c.id = o.customer_id SELECT o.id, c.region, o.price",
-		sources: []string{"public.customers", "public.orders"}, gaps: []string{"public.orders(customer_id) join_from"},
+		sources: []string{"public.customers", "public.orders"}, gaps: []string{"public.orders(customer_id) join_from"}, bad: "100 / (o.qty - 2) AS bad",
 		add: "upper(c.name) AS cname", drop: "price", chain: "t.id, t.c_id, t.region"},
 	{name: "left join", stmt: "FROM orders o LEFT JOIN customers c ON c.id = o.customer_id SELECT o.id, c.region",
-		sources: []string{"public.customers", "public.orders"}, gaps: []string{"public.orders(customer_id) join_from"},
+		sources: []string{"public.customers", "public.orders"}, gaps: []string{"public.orders(customer_id) join_from"}, bad: "100 / (o.qty - 2) AS bad",
 		add: "c.name", drop: "region", chain: "t.id", refusedChain: "a LEFT JOIN or a RIGHT JOIN"},
 	{name: "comma join", stmt: "FROM orders o, customers c SELECT o.id, c.region WHERE o.customer_id = c.id AND c.active",
-		sources: []string{"public.customers", "public.orders"}, gaps: []string{"public.orders(customer_id) join_from"},
+		sources: []string{"public.customers", "public.orders"}, gaps: []string{"public.orders(customer_id) join_from"}, bad: "100 / (o.qty - 2) AS bad",
 		add: "o.price", drop: "region", chain: "t.id, t.c_id"},
 	{name: "USING", stmt: "FROM order_items JOIN notes USING (order_id) SELECT *",
-		sources: []string{"public.notes", "public.order_items"}, gaps: []string{"public.order_items(order_id) join_from"},
+		sources: []string{"public.notes", "public.order_items"}, gaps: []string{"public.order_items(order_id) join_from"}, bad: "100 / (order_items.qty - 3) AS bad",
 		add: "notes.note || '!' AS loud", drop: "note", chain: "t.id, t.qty"},
 	{name: "right join", stmt: "FROM orders o RIGHT JOIN customers c ON c.id = o.customer_id SELECT c.region, o.id AS order_id",
-		sources: []string{"public.customers", "public.orders"}, gaps: []string{"public.orders(customer_id) join_joined"},
+		sources: []string{"public.customers", "public.orders"}, gaps: []string{"public.orders(customer_id) join_joined"}, bad: "100 / (o.qty - 2) AS bad",
 		add: "o.price", drop: "region", chain: "t.c_id", refusedChain: "a LEFT JOIN or a RIGHT JOIN"},
 	{name: "full join", stmt: "FROM orders o FULL JOIN customers c ON c.id = o.customer_id SELECT o.id, c.region",
-		sources: []string{"public.customers", "public.orders"}, gaps: []string{"public.orders(customer_id) join_from"},
+		sources: []string{"public.customers", "public.orders"}, gaps: []string{"public.orders(customer_id) join_from"}, bad: "100 / (o.qty - 2) AS bad",
 		add: "o.price", drop: "region", chain: "t.c_id", refusedChain: "FULL JOIN"},
 	{name: "star join", stmt: "FROM orders o JOIN customers c ON c.id = o.customer_id LEFT JOIN products p ON p.id = o.product_id SELECT o.id, c.name, p.title",
-		sources: []string{"public.customers", "public.orders", "public.products"},
-		gaps:    []string{"public.orders(customer_id) join_from", "public.orders(product_id) join_from"},
-		add:     "p.price", drop: "title", chain: "t.id", refusedChain: "a LEFT JOIN or a RIGHT JOIN"},
+		sources: []string{"public.customers", "public.orders", "public.products"}, bad: "100 / (o.qty - 2) AS bad",
+		gaps: []string{"public.orders(customer_id) join_from", "public.orders(product_id) join_from"},
+		add:  "p.price", drop: "title", chain: "t.id", refusedChain: "a LEFT JOIN or a RIGHT JOIN"},
 	{name: "chain join grouped", stmt: "FROM order_items i JOIN orders o ON o.id = i.order_id JOIN customers c ON c.id = o.customer_id SELECT c.region, sum(i.qty) AS qty GROUP BY c.region",
-		sources: []string{"public.customers", "public.order_items", "public.orders"},
-		gaps:    []string{"public.customers(region) group_by", "public.order_items(order_id) join_from", "public.orders(customer_id) join_from"},
-		add:     "count(*) AS n", drop: "qty", chain: "t.region", refusedChain: "NULL"},
+		sources: []string{"public.customers", "public.order_items", "public.orders"}, bad: "sum(100 / (i.qty - 3)) AS bad",
+		gaps: []string{"public.customers(region) group_by", "public.order_items(order_id) join_from", "public.orders(customer_id) join_from"},
+		add:  "count(*) AS n", drop: "qty", chain: "t.region", refusedChain: "NULL"},
 	{name: "EXISTS", stmt: "FROM customers c SELECT c.id, c.name WHERE EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id)",
-		sources: []string{"public.customers", "public.orders"}, gaps: []string{"public.orders(customer_id) join_joined"},
+		sources: []string{"public.customers", "public.orders"}, gaps: []string{"public.orders(customer_id) join_joined"}, bad: "100 / (c.region_id - 2) AS bad",
 		add: "c.region", drop: "name", chain: "t.id"},
-	{name: "NOT EXISTS grouped", stmt: "FROM customers c SELECT c.region, count(*) AS n WHERE NOT EXISTS (SELECT FROM orders WHERE customer_id = c.id) GROUP BY c.region",
-		sources: []string{"public.customers", "public.orders"},
-		gaps:    []string{"public.customers(region) group_by", "public.orders(customer_id) join_joined"},
-		add:     "max(c.id) AS top", drop: "n", chain: "t.region", refusedChain: "NULL"},
+	{name: "NOT EXISTS grouped", stmt: "FROM customers c SELECT c.region, count(*) AS n WHERE NOT EXISTS (SELECT FROM orders WHERE customer_id = c.id AND status = 'gone') GROUP BY c.region",
+		sources: []string{"public.customers", "public.orders"}, bad: "sum(100 / (c.region_id - 2)) AS bad",
+		gaps: []string{"public.customers(region) group_by", "public.orders(customer_id) join_joined"},
+		add:  "max(c.id) AS top", drop: "n", chain: "t.region", refusedChain: "NULL"},
 	{name: "IN", stmt: "FROM orders o SELECT o.id, o.qty WHERE o.product_id IN (SELECT p.id FROM products p WHERE p.price > 10)",
-		sources: []string{"public.orders", "public.products"}, gaps: []string{"public.orders(product_id) join_from"},
+		sources: []string{"public.orders", "public.products"}, gaps: []string{"public.orders(product_id) join_from"}, bad: "100 / (o.qty - 2) AS bad",
 		add: "o.price", drop: "qty", chain: "t.id"},
 	{name: "GROUP BY", stmt: "FROM orders SELECT region, sum(price) AS revenue GROUP BY region",
-		sources: []string{"public.orders"}, gaps: []string{"public.orders(region) group_by"},
+		sources: []string{"public.orders"}, gaps: []string{"public.orders(region) group_by"}, bad: "sum(100 / (qty - 2)) AS bad",
 		add: "count(*) AS n", drop: "revenue", chain: "t.region", refusedChain: "NULL"},
 	{name: "HAVING", stmt: "FROM orders SELECT customer_id, count(*) AS n GROUP BY customer_id HAVING count(*) > 1",
-		sources: []string{"public.orders"}, gaps: []string{"public.orders(customer_id) group_by"},
+		sources: []string{"public.orders"}, gaps: []string{"public.orders(customer_id) group_by"}, bad: "sum(100 / (qty - 2)) AS bad",
 		add: "sum(price) AS total", drop: "n", chain: "t.customer_id", refusedChain: "NULL"},
 	{name: "DISTINCT", stmt: "FROM orders SELECT DISTINCT region, status",
-		sources: []string{"public.orders"}, gaps: []string{"public.orders(region, status) group_by"},
+		sources: []string{"public.orders"}, gaps: []string{"public.orders(region, status) group_by"}, bad: "sum(100 / (qty - 2)) AS bad",
 		add: "count(*) AS n", drop: "status", refusedDrop: "key", chain: "t.region", refusedChain: "NULL"},
 	{name: "no GROUP BY", stmt: "FROM orders SELECT count(*), sum(price) AS revenue",
-		sources: []string{"public.orders"},
-		add:     "max(price) AS top", drop: "revenue", chain: "t.count", refusedChain: "no key column"},
+		sources: []string{"public.orders"}, bad: "sum(100 / (qty - 2)) AS bad",
+		add: "max(price) AS top", drop: "revenue", chain: "t.count", refusedChain: "no key column"},
 	{name: "window", stmt: "FROM orders SELECT customer_id, price, rank() OVER (PARTITION BY customer_id ORDER BY price DESC) AS r",
-		sources: []string{"public.orders"}, gaps: []string{"public.orders(customer_id) partition_by"},
+		sources: []string{"public.orders"}, gaps: []string{"public.orders(customer_id) partition_by"}, bad: "100 / (qty - 2) AS bad",
 		add: "status", drop: "price", chain: "t.id", refusedChain: "NULL"},
 	{name: "window over the whole table", stmt: "FROM orders SELECT id, sum(price) OVER (ORDER BY placed_at, id) AS running_total",
-		sources: []string{"public.orders"},
-		add:     "status", drop: "running_total", chain: "t.id"},
+		sources: []string{"public.orders"}, bad: "100 / (qty - 2) AS bad",
+		add: "status", drop: "running_total", chain: "t.id"},
 	{name: "top-k", stmt: "FROM orders SELECT id, price ORDER BY price DESC, id LIMIT 10",
-		sources: []string{"public.orders"},
-		add:     "status", drop: "price", chain: "t.id"},
+		sources: []string{"public.orders"}, bad: "100 / (qty - 2) AS bad",
+		add: "status", drop: "price", chain: "t.id"},
 	{name: "top-k per group", stmt: "FROM (SELECT id, customer_id, price, row_number() OVER (PARTITION BY customer_id ORDER BY price DESC, id) AS rn FROM orders) s SELECT * WHERE rn <= 3",
-		sources: []string{"public.orders"}, gaps: []string{"public.orders(customer_id) partition_by"},
+		sources: []string{"public.orders"}, gaps: []string{"public.orders(customer_id) partition_by"}, bad: "100 / (s.qty - 2) AS bad",
 		add: "s.status", drop: "price", chain: "t.id", refusedChain: "NULL"},
 	{name: "DISTINCT ON", stmt: "FROM orders SELECT DISTINCT ON (customer_id) customer_id, price ORDER BY customer_id, placed_at DESC, id",
-		sources: []string{"public.orders"}, gaps: []string{"public.orders(customer_id) partition_by"},
+		sources: []string{"public.orders"}, gaps: []string{"public.orders(customer_id) partition_by"}, bad: "100 / (qty - 2) AS bad",
 		add: "status", drop: "price", chain: "t.customer_id", refusedChain: "NULL"},
 	{name: "UNION ALL", stmt: "FROM sales s SELECT s.id, s.amount WHERE s.amount > 0 UNION ALL SELECT id, -amount FROM refunds",
 		sources: []string{"public.refunds", "public.sales"},
@@ -106,16 +111,16 @@ var shapeCases = []shapeCase{
 		sources: []string{"public.closed", "public.refunds", "public.sales"}, gaps: []string{"public.refunds(region) group_by", "public.sales(region) group_by"},
 		chain: "t.region", refusedChain: "set operation whose key column region reads"},
 	{name: "derived table", stmt: "FROM (SELECT id, price * qty AS amount FROM orders WHERE status = 'paid') p SELECT p.id, p.amount WHERE p.amount > 10",
-		sources: []string{"public.orders"},
-		add:     "p.price", drop: "amount", chain: "t.id"},
+		sources: []string{"public.orders"}, bad: "100 / (p.qty - 2) AS bad",
+		add: "p.price", drop: "amount", chain: "t.id"},
 	{name: "aggregating derived table", stmt: "FROM (SELECT region, sum(price) AS revenue FROM orders GROUP BY region) r SELECT region, revenue WHERE revenue > 1000",
-		sources: []string{"public.orders"}, gaps: []string{"public.orders(region) group_by"},
+		sources: []string{"public.orders"}, gaps: []string{"public.orders(region) group_by"}, bad: "sum(100 / (r.qty - 2)) AS bad",
 		add: "count(*) AS n", drop: "revenue", chain: "t.region", refusedChain: "NULL"},
 	{name: "CTE", stmt: "WITH paid AS (SELECT id, customer_id FROM orders WHERE status = 'paid') FROM paid p JOIN customers c ON c.id = p.customer_id SELECT p.id, c.region",
-		sources: []string{"public.customers", "public.orders"}, gaps: []string{"public.orders(customer_id) join_from"},
+		sources: []string{"public.customers", "public.orders"}, gaps: []string{"public.orders(customer_id) join_from"}, bad: "100 / (p.qty - 2) AS bad",
 		add: "p.price", drop: "region", chain: "t.id"},
 	{name: "view", stmt: "FROM paid_orders p JOIN customers c ON c.id = p.customer_id SELECT p.id, c.region",
-		sources: []string{"public.customers", "public.orders"}, views: []string{"public.paid_orders"}, gaps: []string{"public.orders(customer_id) join_from"},
+		sources: []string{"public.customers", "public.orders"}, views: []string{"public.paid_orders"}, gaps: []string{"public.orders(customer_id) join_from"}, bad: "100 / (p.qty - 2) AS bad",
 		add: "p.price", drop: "region", chain: "t.id"},
 }
 
@@ -131,15 +136,7 @@ func TestShapesFirstClass(t *testing.T) {
 	for _, q := range docsSetup {
 		e.exec(q)
 	}
-	e.exec(`INSERT INTO customers SELECT g, 'c' || g, 'r' || (g % 3), g % 4, g % 2 = 0 FROM generate_series(1, 20) g`)
-	e.exec(`INSERT INTO products SELECT g, 'p' || g, g * 3 FROM generate_series(1, 10) g`)
-	e.exec(`INSERT INTO orders SELECT g, g % 23, g % 11, g % 40, g % 5, CASE WHEN g % 3 = 0 THEN 'paid' ELSE 'open' END, 'r' || (g % 4),
-		timestamptz '2026-01-01' + g * interval '1 hour' FROM generate_series(1, 200) g`)
-	e.exec(`INSERT INTO order_items SELECT g, g % 210, g % 12, g % 7 FROM generate_series(1, 300) g`)
-	e.exec(`INSERT INTO notes SELECT g % 150, g, 'n' || g FROM generate_series(1, 100) g`)
-	e.exec(`INSERT INTO sales SELECT g, g - 30, 'r' || (g % 5) FROM generate_series(1, 60) g`)
-	e.exec(`INSERT INTO refunds SELECT g, g, 'r' || (g % 7) FROM generate_series(1, 40) g`)
-	e.exec(`INSERT INTO closed VALUES ('r1'), ('r6')`)
+	fillDocsTables(e)
 	c := e.engine()
 	e.connect(trellis.Options{DrainWorkers: 2})
 	target := func(i int) string { return fmt.Sprintf("s%02d", i) }
@@ -226,6 +223,71 @@ func TestShapesFirstClass(t *testing.T) {
 		require.Equal(t, trellis.StateLive, st.State, s.name)
 		requireConsistent(t, s.name, e.selfCheck(c, target(i), trellis.SelfCheckStrict))
 	}
+
+	// A column that fails on some rows is quarantined alone, with its
+	// failed rows as samples, in every shape ALTER TRANSFORM takes; once
+	// the rows are fixed and the column resumed, the target is exact.
+	for i, s := range shapeCases {
+		if s.bad != "" {
+			_, err := c.Apply(e.ctx, "ALTER TRANSFORM "+target(i)+" ADD COLUMN "+s.bad)
+			require.NoError(t, err, s.name)
+		}
+	}
+	for i, s := range shapeCases {
+		if s.bad != "" {
+			q := e.waitQuarantine(c, target(i)+".bad", func(q trellis.QuarantineEntry) bool { return q.State == trellis.StatePaused })
+			require.Positive(t, q.Rows, "%s: %+v", s.name, q)
+			require.Equal(t, pgerrcode.DivisionByZero, q.SQLState, s.name)
+		}
+	}
+	e.exec(`UPDATE orders SET qty = 7 WHERE qty = 2`)
+	e.exec(`UPDATE customers SET region_id = 7 WHERE region_id = 2`)
+	e.exec(`UPDATE order_items SET qty = 8 WHERE qty = 3`)
+	for i, s := range shapeCases {
+		if s.bad != "" {
+			_, err := c.Apply(e.ctx, "RESUME TRANSFORM "+target(i)+".bad")
+			require.NoError(t, err, s.name)
+		}
+	}
+	e.converge(c)
+	for i, s := range shapeCases {
+		e.pollStatus(c, target(i), 60*time.Second, 20*time.Millisecond, s.name+" did not come back live with every column",
+			func(st *trellis.Status) bool { return st.State == trellis.StateLive && len(st.BackfillingColumns) == 0 })
+		requireConsistent(t, s.name, e.selfCheck(c, target(i), trellis.SelfCheckStrict))
+	}
+
+	// A schema dump loads every shape: defined again in a fresh database,
+	// each is built from its rows and agrees with its definition. Not yet
+	// a transform reading a view: the loaded database's view has another
+	// OID, and the transform pauses saying the view was dropped (a gap
+	// docs/issue11.md records).
+	res := e.structureDump(c, nil)
+	e2 := e.fresh()
+	e2.load(res.SQL)
+	fillDocsTables(e2)
+	c2 := e2.connect(trellis.Options{Staging: true, DrainWorkers: 2})
+	for i, s := range shapeCases {
+		if s.views != nil {
+			continue
+		}
+		st := e2.waitState(c2, target(i), trellis.StateLive)
+		require.Equal(t, s.sources, sorted(st.Sources), "%s: loaded from the dump", s.name)
+		requireConsistent(t, s.name, e2.selfCheck(c2, target(i), trellis.SelfCheckStrict))
+	}
+}
+
+// fillDocsTables inserts rows into docsSetup's tables.
+func fillDocsTables(e *env) {
+	e.t.Helper()
+	e.exec(`INSERT INTO customers SELECT g, 'c' || g, 'r' || (g % 3), g % 4, g % 2 = 0 FROM generate_series(1, 20) g`)
+	e.exec(`INSERT INTO products SELECT g, 'p' || g, g * 3 FROM generate_series(1, 10) g`)
+	e.exec(`INSERT INTO orders SELECT g, g % 23, g % 11, g % 40, g % 5, CASE WHEN g % 3 = 0 THEN 'paid' ELSE 'open' END, 'r' || (g % 4),
+		timestamptz '2026-01-01' + g * interval '1 hour' FROM generate_series(1, 200) g`)
+	e.exec(`INSERT INTO order_items SELECT g, g % 210, g % 12, g % 7 FROM generate_series(1, 300) g`)
+	e.exec(`INSERT INTO notes SELECT g % 150, g, 'n' || g FROM generate_series(1, 100) g`)
+	e.exec(`INSERT INTO sales SELECT g, g - 30, 'r' || (g % 5) FROM generate_series(1, 60) g`)
+	e.exec(`INSERT INTO refunds SELECT g, g, 'r' || (g % 7) FROM generate_series(1, 40) g`)
+	e.exec(`INSERT INTO closed VALUES ('r1'), ('r6')`)
 }
 
 // checkRefusal reports (without stopping the test) unless err is nil when
