@@ -134,7 +134,16 @@ func (p *Plan) fullKeysParts() (keys, query string) {
 	keys = "k AS (" + unnestParams(1, params, types) + ")"
 	var queries []string
 	for pi, pt := range parts {
-		conds := partNulls(parts, pi, func(q fullPart) string { return p.tableKey(q.pos)[0] })
+		var conds []string
+		if pi > 0 {
+			// A row holding the part's table holds none before it exactly
+			// when its RIGHT or FULL JOIN found no match: the ON column of
+			// the table it joins is NULL. Said so (not with the earlier
+			// parts' keys), PostgreSQL plans an anti-join that stops at the
+			// first match instead of joining every row that matches.
+			e := p.edge(pt.pos)
+			conds = append(conds, ident.Quote(aliasOf(p.sourceAt(e.To)))+"."+ident.Quote(e.On[0].From)+" IS NULL")
+		}
 		conds = append(conds, inQuery(p.tableKey(pt.pos), "SELECT "+ident.List(params[pt.at:pt.at+pt.n])+" FROM k WHERE "+partFilter(parts, params, pi, ""), ops[pt.at:pt.at+pt.n]))
 		queries = append(queries, p.shapeQuery(strings.Join(conds, " AND ")))
 	}
