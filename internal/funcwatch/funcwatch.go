@@ -215,8 +215,8 @@ func rederive(ctx context.Context, tx pgx.Tx, cat *catalog.Catalog, t *catalog.T
 	if err != nil {
 		return ch, err
 	}
+	spec.Views = views
 	if reason != "" {
-		spec.Views = views
 		ch.Views = changedViews(views, t.Spec.Views)
 		ch.Paused, ch.Reason = true, reason
 	}
@@ -252,8 +252,24 @@ func viewChanges(ctx context.Context, tx pgx.Tx, views []plan.View) ([]plan.View
 	}
 	out := slices.Clone(views)
 	var reasons []string
+	moved := false
 	for i, v := range out {
 		fp := now[v.OID]
+		if v.Changed == "" && fp == nil {
+			// Gone by its OID: the view of its name with the definition
+			// the transform inlined is the same view (a schema dump
+			// loaded into another database creates it with another OID).
+			var oid uint32
+			var named string
+			err := tx.QueryRow(ctx, sqlViewByName, v.Name).Scan(&oid, &named)
+			switch {
+			case err == nil && named == v.Fingerprint:
+				out[i].OID, moved = oid, true
+				continue
+			case err != nil && !errors.Is(err, pgx.ErrNoRows):
+				return nil, "", err
+			}
+		}
 		switch {
 		case v.Changed != "":
 			continue
@@ -267,6 +283,9 @@ func viewChanges(ctx context.Context, tx pgx.Tx, views []plan.View) ([]plan.View
 		reasons = append(reasons, "view "+v.Name+" was "+out[i].Changed)
 	}
 	if len(reasons) == 0 {
+		if moved {
+			return out, "", nil
+		}
 		return views, "", nil
 	}
 	return out, strings.Join(reasons, ", ") + ": the transform inlined the view's definition when it was defined, and keeps reading that; DROP TRANSFORM and define it again to read the view as it is now", nil

@@ -63,6 +63,14 @@ ORDER BY t.id`
 SELECT v.oid, CASE WHEN c.oid IS NULL THEN NULL ELSE md5(pg_get_viewdef(c.oid)) END
 FROM unnest($1::oid[]) AS v(oid) LEFT JOIN pg_class c ON c.oid = v.oid AND c.relkind = 'v'`
 
+	// sqlViewByName finds the view now named $1 ("schema.view", as
+	// recorded) and its fingerprint: a view recorded in another database
+	// (a schema dump loaded) has another OID there.
+	sqlViewByName = `
+SELECT c.oid, md5(pg_get_viewdef(c.oid))
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind = 'v' AND n.nspname || '.' || c.relname = $1`
+
 	// sqlCurrent reads the current fingerprint of recorded functions;
 	// NULL for those that are gone. Parameter: their oids.
 	sqlCurrent = `
