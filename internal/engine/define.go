@@ -249,29 +249,9 @@ func (e *Engine) compile(ctx context.Context, tx pgx.Tx, s *grammar.Transform, t
 		spec.Views = views
 		return sides, spec, needs, err
 	}
-	from, err := e.loadSide(ctx, tx, s.From)
+	sides, err := e.loadSides(ctx, tx, s)
 	if err != nil {
 		return nil, plan.Spec{}, nil, err
-	}
-	sides := []*side{from}
-	refs := make([]grammar.TableRef, 0, len(s.Joins)+len(s.SubJoins))
-	for _, j := range s.Joins {
-		refs = append(refs, j.Table)
-	}
-	for _, sj := range s.SubJoins {
-		refs = append(refs, sj.Table)
-	}
-	for _, ref := range refs {
-		joined, err := e.loadSide(ctx, tx, ref)
-		if err != nil {
-			return nil, plan.Spec{}, nil, err
-		}
-		for _, sd := range sides {
-			if joined.Alias == sd.Alias {
-				return nil, plan.Spec{}, nil, errs.New(trellistype.CodeValidation, "the joined table needs an alias different from %s", sd.Alias)
-			}
-		}
-		sides = append(sides, joined)
 	}
 	if s, err = plan.Resolve(s, tables(sides)); err != nil {
 		return nil, plan.Spec{}, nil, err
@@ -779,6 +759,33 @@ func (e *Engine) specSides(ctx context.Context, tx pgx.Tx, spec plan.Spec) ([]*s
 }
 
 // tables are the sides as compilation sees them.
+// loadSides loads the tables a statement (or a set operation's branch)
+// reads, each a side of its own: its FROM table, the joined tables, then
+// its subqueries'; two with one alias are refused.
+func (e *Engine) loadSides(ctx context.Context, tx pgx.Tx, s *grammar.Transform) ([]*side, error) {
+	refs := []grammar.TableRef{s.From}
+	for _, j := range s.Joins {
+		refs = append(refs, j.Table)
+	}
+	for _, sj := range s.SubJoins {
+		refs = append(refs, sj.Table)
+	}
+	var sides []*side
+	for _, ref := range refs {
+		sd, err := e.loadSide(ctx, tx, ref)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range sides {
+			if sd.Alias == o.Alias {
+				return nil, errs.New(trellistype.CodeValidation, "the joined table needs an alias different from %s", o.Alias)
+			}
+		}
+		sides = append(sides, sd)
+	}
+	return sides, nil
+}
+
 func tables(sides []*side) []*plan.Table {
 	out := make([]*plan.Table, len(sides))
 	for i, sd := range sides {

@@ -24,25 +24,9 @@ func (e *Engine) compileSetOp(ctx context.Context, tx pgx.Tx, s *grammar.Transfo
 	var resolved []*grammar.Transform
 	var byBranch [][]*plan.Table
 	for _, b := range branches {
-		refs := []grammar.TableRef{b.From}
-		for _, j := range b.Joins {
-			refs = append(refs, j.Table)
-		}
-		for _, sj := range b.SubJoins {
-			refs = append(refs, sj.Table)
-		}
-		var own []*side
-		for _, ref := range refs {
-			sd, err := e.loadSide(ctx, tx, ref)
-			if err != nil {
-				return nil, plan.Spec{}, nil, err
-			}
-			for _, o := range own {
-				if sd.Alias == o.Alias {
-					return nil, plan.Spec{}, nil, errs.New(trellistype.CodeValidation, "the joined table needs an alias different from %s", o.Alias)
-				}
-			}
-			own = append(own, sd)
+		own, err := e.loadSides(ctx, tx, b)
+		if err != nil {
+			return nil, plan.Spec{}, nil, err
 		}
 		r, err := plan.Resolve(b, tables(own))
 		if err != nil {
