@@ -2,8 +2,11 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,6 +41,9 @@ func (s *suite) latency(ctx context.Context, e *env) ([]Result, error) {
 	}
 	defer func() { _ = c.Close() }()
 	if _, err := e.define(ctx, c); err != nil {
+		return nil, err
+	}
+	if err := e.checkPoll(ctx); err != nil {
 		return nil, err
 	}
 	e.checkpoint(ctx)
@@ -220,8 +226,88 @@ func poll(ctx context.Context, conn *pgx.Conn, q string, probes <-chan probe) (d
 }
 
 // pollQuery reads the latency poller's key and value of the target rows
-// whose keys $1 holds.
+// whose keys $1 holds, through the target's unique index: the key columns
+// before the polled one (pollPrefix) are given their values.
 func (e *env) pollQuery() string {
-	k, v := e.shape.pollKey, e.shape.pollVal
-	return fmt.Sprintf("SELECT %s, %s FROM %s WHERE %s = ANY($1)", k, v, e.table("bench_tgt"), k)
+	k, v, tgt := e.shape.pollKey, e.shape.pollVal, e.table("bench_tgt")
+	if len(e.shape.pollPrefix) == 0 {
+		return fmt.Sprintf("SELECT %s, %s FROM %s WHERE %s = ANY($1)", k, v, tgt, k)
+	}
+	on := make([]string, 0, len(e.shape.pollPrefix)+1)
+	for _, c := range e.shape.pollPrefix {
+		on = append(on, fmt.Sprintf("t.%s = %s", c[0], c[1]))
+	}
+	on = append(on, fmt.Sprintf("t.%s = p.x", k))
+	return fmt.Sprintf("SELECT t.%s, t.%s FROM unnest($1::bigint[]) AS p(x) JOIN %s t ON %s", k, v, tgt, strings.Join(on, " AND "))
+}
+
+// checkPoll fails when the poll query cannot find its rows by searching
+// the target's key index on its first column: a plan (with sequential
+// scans disabled) that reads the target whole, or walks the whole index
+// with a condition on a later column only. Each poll would then cost a
+// scan of the target, which delays the very changes it waits for and
+// steals the drain's CPU (170 ms a poll on union_join's 1M-row target). A
+// target of one row (a global aggregate) is exempt.
+func (e *env) checkPoll(ctx context.Context) error {
+	if len(e.shape.keys) == 0 {
+		return nil
+	}
+	tx, err := e.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off"); err != nil {
+		return err
+	}
+	var raw []byte
+	if err := tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+e.pollQuery(), []int64{1, 2, 3}).Scan(&raw); err != nil {
+		return fmt.Errorf("explaining the poll query: %w", err)
+	}
+	var plan []struct {
+		Plan planNode `json:"Plan"`
+	}
+	if err := json.Unmarshal(raw, &plan); err != nil || len(plan) != 1 {
+		return fmt.Errorf("reading the poll query's plan: %v", err)
+	}
+	first := regexp.MustCompile(`\b` + regexp.QuoteMeta(e.shape.keys[0]) + ` = `)
+	if bad := plan[0].Plan.wholeScans("bench_tgt", first); bad != "" {
+		return fmt.Errorf("the latency poll query reads the whole target (%s; no search of its key's first column %s): %s", bad, e.shape.keys[0], e.pollQuery())
+	}
+	return nil
+}
+
+// planNode is a node of an EXPLAIN (FORMAT JSON) plan.
+type planNode struct {
+	NodeType    string     `json:"Node Type"`
+	Relation    string     `json:"Relation Name"`
+	IndexCond   string     `json:"Index Cond"`
+	RecheckCond string     `json:"Recheck Cond"`
+	Plans       []planNode `json:"Plans"`
+}
+
+// wholeScans returns the first node of the plan that reads relation rel
+// without a condition first matches: a sequential scan, or an index or
+// bitmap scan whose condition does not match; "" when there is none.
+func (n planNode) wholeScans(rel string, first *regexp.Regexp) string {
+	if n.Relation == rel {
+		switch n.NodeType {
+		case "Index Scan", "Index Only Scan":
+			if !first.MatchString(n.IndexCond) {
+				return n.NodeType + " on " + n.IndexCond
+			}
+		case "Bitmap Heap Scan":
+			if !first.MatchString(n.RecheckCond) {
+				return n.NodeType + " on " + n.RecheckCond
+			}
+		default:
+			return n.NodeType
+		}
+	}
+	for _, c := range n.Plans {
+		if bad := c.wholeScans(rel, first); bad != "" {
+			return bad
+		}
+	}
+	return ""
 }
