@@ -194,7 +194,7 @@ func (w *Worker) drainPage(ctx context.Context, careful int64) (bool, error) {
 		} else if err := tx.Commit(ctx); err != nil {
 			applyErr = err
 		} else {
-			w.e.Metrics.DrainPage(time.Since(start), w.applied)
+			w.e.Metrics.DrainPage(time.Since(start), w.applied, p.Rows)
 			w.e.Metrics.ColumnsQuarantined(w.tally.Columns)
 			w.e.Metrics.KeysPoisoned(w.tally.Keys)
 			return true, nil

@@ -27,7 +27,15 @@ type Page struct {
 	Buckets  []int32
 	// Segs are the ring segments the page's rows are in (nil: a page cut
 	// by an older release, which reads every segment).
-	Segs     []int32
+	Segs []int32
+	// Seg, TLo and THi are set on a page that is a part of one
+	// transaction (XLo = XHi), of more rows than a page holds (decision
+	// 0042): its rows are those of segment Seg whose ctid is at least TLo
+	// and below THi (tids, as text).
+	Seg      *int32
+	TLo, THi *string
+	// Rows is the number of ledger rows Changes read.
+	Rows     int
 	Attempts int // failed attempts so far
 	// Gen is the catalog's generation, read with the claim.
 	Gen int64
@@ -55,9 +63,9 @@ func (l *Ledger) Claim(ctx context.Context, tx pgx.Tx, id int64) (*Page, error) 
 	var p Page
 	var err error
 	if id != 0 {
-		err = tx.QueryRow(ctx, l.Cat.SQL(sqlClaimPage), id).Scan(&p.ID, &p.Lo, &p.Hi, &p.XLo, &p.XHi, &p.Buckets, &p.Segs, &p.Attempts, &p.Gen)
+		err = tx.QueryRow(ctx, l.Cat.SQL(sqlClaimPage), id).Scan(&p.ID, &p.Lo, &p.Hi, &p.XLo, &p.XHi, &p.Buckets, &p.Segs, &p.Seg, &p.TLo, &p.THi, &p.Attempts, &p.Gen)
 	} else {
-		err = tx.QueryRow(ctx, l.Cat.SQL(sqlClaim)).Scan(&p.ID, &p.Lo, &p.Hi, &p.XLo, &p.XHi, &p.Buckets, &p.Segs, &p.Attempts, &p.Gen)
+		err = tx.QueryRow(ctx, l.Cat.SQL(sqlClaim)).Scan(&p.ID, &p.Lo, &p.Hi, &p.XLo, &p.XHi, &p.Buckets, &p.Segs, &p.Seg, &p.TLo, &p.THi, &p.Attempts, &p.Gen)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
@@ -79,12 +87,21 @@ func (l *Ledger) Claim(ctx context.Context, tx pgx.Tx, id int64) (*Page, error) 
 // out when another change of the page has the same key: every change's
 // key is looked up as it is now, so it says nothing more.
 func (l *Ledger) Changes(ctx context.Context, tx pgx.Tx, p *Page) ([]Change, error) {
-	rows, err := tx.Query(ctx, l.Cat.SQL(sqlPageKeys, l.pageSegments(p)), p.Lo, p.Hi, p.Buckets, Buckets-1, p.XLo, p.XHi)
+	var rows pgx.Rows
+	var err error
+	if p.TLo != nil && p.THi != nil && p.Seg != nil && p.XLo != nil {
+		// A part of one transaction: a range of heap blocks of its segment.
+		rows, err = tx.Query(ctx, l.Cat.SQL(sqlPartKeys, l.Cat.SQL(sqlSegmentName, segment(int(*p.Seg)))),
+			p.Lo, p.Hi, Buckets-1, *p.TLo, *p.THi, *p.XLo)
+	} else {
+		rows, err = tx.Query(ctx, l.Cat.SQL(sqlPageKeys, l.pageSegments(p)), p.Lo, p.Hi, p.Buckets, Buckets-1, p.XLo, p.XHi)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading page %d: %w", p.ID, err)
 	}
 	defer rows.Close()
 	var r reducer
+	p.Rows = 0
 	for rows.Next() {
 		var c Change
 		var key []*string
@@ -93,6 +110,7 @@ func (l *Ledger) Changes(ctx context.Context, tx pgx.Tx, p *Page) ([]Change, err
 		}
 		c.Key = keyOf(key)
 		r.add(c)
+		p.Rows++
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("reading page %d: %w", p.ID, err)

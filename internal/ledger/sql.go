@@ -11,18 +11,34 @@ const (
 
 	// The pages of a cut: the new rows (committed in $2, not in $1) by
 	// transaction, in xid order, gathered into ranges of about $3 rows;
-	// each range's first and last xid, its rows, and the segments they are
-	// in (a bit each). A range ends where its rows reach a multiple of $3,
-	// and a transaction is never split: its rows are one range's. The
-	// (xid) index bounds the scan and orders it.
+	// each range's first and last xid, its rows, the segments they are in
+	// (a bit each), and whether it is one transaction of more than $3 rows
+	// (big), which the cut splits further (sqlSplitTransaction). A range of
+	// smaller transactions ends where their rows reach a multiple of $3,
+	// and before and after a big one (run counts the big ones so far); such
+	// a transaction is never split. The (xid) index bounds the scan and
+	// orders it.
 	sqlCutPages = `
-SELECT min(xid)::text, max(xid)::text, sum(n)::int8, bit_or(m)
-FROM (SELECT xid, n, m, ((sum(n) OVER (ORDER BY xid))::int8 - 1) / $3::int8 AS page
-      FROM (SELECT xid, count(*) AS n, bit_or(1 << seg) AS m FROM %[1]s.ledger
-            WHERE xid >= pg_snapshot_xmin($1::pg_snapshot) AND xid < pg_snapshot_xmax($2::pg_snapshot)
-              AND pg_visible_in_snapshot(xid, $2::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
-            GROUP BY xid) x) p
-GROUP BY page ORDER BY page`
+SELECT min(xid)::text, max(xid)::text, sum(n)::int8, bit_or(m), bool_or(big)
+FROM (SELECT xid, n, m, big, run, CASE WHEN big THEN 0 ELSE (cum - 1) / $3::int8 END AS page
+      FROM (SELECT xid, n, m, n > $3::int8 AS big,
+                   count(*) FILTER (WHERE n > $3::int8) OVER w AS run,
+                   (sum(n) FILTER (WHERE n <= $3::int8) OVER w)::int8 AS cum
+            FROM (SELECT xid, count(*) AS n, bit_or(1 << seg) AS m FROM %[1]s.ledger
+                  WHERE xid >= pg_snapshot_xmin($1::pg_snapshot) AND xid < pg_snapshot_xmax($2::pg_snapshot)
+                    AND pg_visible_in_snapshot(xid, $2::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
+                  GROUP BY xid) x
+            WINDOW w AS (ORDER BY xid)) y) p
+GROUP BY run, big, page ORDER BY min(xid)`
+
+	// The rows of one transaction ($1, committed: all its rows are of one
+	// cut) by segment and heap block, in order: the cut splits a
+	// transaction of more than PageTarget rows into pages of consecutive
+	// blocks of one segment (decision 0042). A block holds at most a few
+	// hundred rows, so the parts can be packed to at most PageTarget rows.
+	sqlSplitTransaction = `
+SELECT seg, (ctid::text::point)[0]::int8 AS blk, count(*)::int8 FROM %[1]s.ledger
+WHERE xid = $1::xid8 GROUP BY seg, blk ORDER BY seg, blk`
 
 	// An idle worker's look (pace.go): how many pages are due, the age of
 	// the last cut, and whether rows were committed since it.
@@ -35,12 +51,15 @@ FROM (SELECT snap, cut_at FROM %[1]s.cuts ORDER BY n DESC LIMIT 1) c`
 
 	// A cut (snapshot $1) and its pages, in one statement: the pages'
 	// first and last xids in $3 and $4, their segments (an array literal
-	// each) in $5; $2 is the previous cut's snapshot.
+	// each) in $5; $2 is the previous cut's snapshot. A page that is a part
+	// of one transaction (decision 0042) has its segment in $6 and the
+	// bounds of its rows' ctids in $7 (inclusive) and $8 (exclusive); the
+	// others have NULLs there.
 	sqlInsertCutAndPages = `
 WITH c AS (INSERT INTO %[1]s.cuts (snap) VALUES ($1::pg_snapshot) RETURNING n)
-INSERT INTO %[1]s.pages (cut, lo, hi, xlo, xhi, segs)
-SELECT c.n, $2::pg_snapshot, $1::pg_snapshot, p.xlo::xid8, p.xhi::xid8, p.segs::int[]
-FROM c, unnest($3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS p(xlo, xhi, segs, i)
+INSERT INTO %[1]s.pages (cut, lo, hi, xlo, xhi, segs, seg, tlo, thi)
+SELECT c.n, $2::pg_snapshot, $1::pg_snapshot, p.xlo::xid8, p.xhi::xid8, p.segs::int[], p.seg, p.tlo::tid, p.thi::tid
+FROM c, unnest($3::text[], $4::text[], $5::text[], $6::int[], $7::text[], $8::text[]) WITH ORDINALITY AS p(xlo, xhi, segs, seg, tlo, thi, i)
 ORDER BY p.i`
 
 	// The drained frontier: the newest cut whose pages, and all older ones, are done.
@@ -59,7 +78,11 @@ ORDER BY n LIMIT 1`
 	// Whether a page up to cut $1 is not done.
 	sqlPagesPending = `SELECT EXISTS (SELECT 1 FROM %[1]s.pages WHERE NOT done AND cut <= $1)`
 	// Whether a page up to cut $1 that is not done holds changes of the
-	// sources $2.
+	// sources $2. A part of a transaction (decision 0042) is taken to hold
+	// every row of its transaction: a wait for a source the transaction
+	// changed ends once all its parts are done, and the test stops at the
+	// transaction's first row of those sources rather than reading its
+	// rows up to the part's.
 	sqlSourcesPending = `
 SELECT EXISTS (
   SELECT 1 FROM %[1]s.pages p
@@ -104,7 +127,7 @@ FROM (SELECT nsegs FROM %[1]s.ring LIMIT 1) r, generate_series(0, r.nsegs - 1) i
 
 	// Pages (page.go).
 	sqlClaim = `
-SELECT id, lo::text, hi::text, xlo::text, xhi::text, buckets, segs, attempts, (SELECT gen FROM %[1]s.trellis_instance) FROM %[1]s.pages
+SELECT id, lo::text, hi::text, xlo::text, xhi::text, buckets, segs, seg, tlo::text, thi::text, attempts, (SELECT gen FROM %[1]s.trellis_instance) FROM %[1]s.pages
 WHERE NOT done AND (retry_at IS NULL OR retry_at <= clock_timestamp())
 ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`
 
@@ -130,6 +153,23 @@ FROM (SELECT src, key, vals, bucket, coalesce(hashtext(key::text) & $4, 0) AS h
         AND pg_visible_in_snapshot(xid, $2::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
       OFFSET 0) r`
 
+	// The rows of a page that is a part of one transaction ($6; decision
+	// 0042): those of one segment (%[2]s) in the heap blocks from tid $4
+	// up to tid $5, committed in hi ($2) and not in lo ($1), as
+	// sqlPageKeys reads them. The inner scan has only the ctid bounds (the
+	// OFFSET keeps the xid test out of it), so it is a TID range scan of
+	// those blocks: through the (xid) index, each part would read every
+	// row of the transaction.
+	sqlPartKeys = `
+SELECT src, key, vals, h, bucket IS NOT NULL AND bucket IS DISTINCT FROM h
+FROM (SELECT src, key, vals, bucket, coalesce(hashtext(key::text) & $3, 0) AS h
+      FROM (SELECT xid, src, bucket, key, vals FROM %[2]s WHERE ctid >= $4::tid AND ctid < $5::tid OFFSET 0) l
+      WHERE xid = $6::xid8
+        AND pg_visible_in_snapshot(xid, $2::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
+      OFFSET 0) r`
+	// A segment, qualified.
+	sqlSegmentName = `%[1]s.%[2]s`
+
 	// One segment's rows, a part of a page's segments (pageSegments).
 	sqlSegmentRows = `SELECT seg, xid, src, bucket, key, vals FROM %[1]s.%[2]s`
 	sqlAllSegments = `%[1]s.ledger`
@@ -144,11 +184,13 @@ UPDATE %[1]s.pages SET attempts = attempts + 1,
 WHERE id = $1`
 
 	sqlClaimPage = `
-SELECT id, lo::text, hi::text, xlo::text, xhi::text, buckets, segs, attempts, (SELECT gen FROM %[1]s.trellis_instance) FROM %[1]s.pages
+SELECT id, lo::text, hi::text, xlo::text, xhi::text, buckets, segs, seg, tlo::text, thi::text, attempts, (SELECT gen FROM %[1]s.trellis_instance) FROM %[1]s.pages
 WHERE id = $1 AND NOT done FOR UPDATE SKIP LOCKED`
 
 	// The changes of the sources $1 that the snapshot sees committed and
-	// not applied: past the frontier ($2), and in no page that is done.
+	// not applied: past the frontier ($2), and in no page that is done (a
+	// page that is a part of one transaction holds only the rows of its
+	// segment and ctid range).
 	sqlInFlight = `
 SELECT l.src, l.key, l.vals FROM %[1]s.ledger l
 WHERE l.src = ANY ($1::int[])
@@ -156,6 +198,7 @@ WHERE l.src = ANY ($1::int[])
   AND NOT EXISTS (SELECT 1 FROM %[1]s.pages p
                   WHERE p.done AND (p.buckets IS NULL OR l.bucket = ANY (p.buckets))
                     AND (p.xlo IS NULL OR l.xid BETWEEN p.xlo AND p.xhi)
+                    AND (p.tlo IS NULL OR (l.seg = p.seg AND l.ctid >= p.tlo AND l.ctid < p.thi))
                     AND pg_visible_in_snapshot(l.xid, p.hi) AND NOT pg_visible_in_snapshot(l.xid, p.lo))
 GROUP BY l.src, l.key, l.vals`
 
@@ -185,6 +228,9 @@ ORDER BY p.id LIMIT $2`
 // made distinct by a GROUP BY, which can hash them, not by count(DISTINCT),
 // which sorts them (arrays of text, by collation): on a backlog of 100,000
 // rows that was a second of the staging worker's every metrics sample.
+// The parts of one transaction (decision 0042) not done are joined once, as
+// the whole transaction: its changes count until its last part is done
+// (joining each part would read all its rows once per part).
 const sqlPendingWork = `
 WITH RECURSIVE reach (transform_id, source_id) AS (
     SELECT transform_id, source_id FROM %[1]s.transform_sources
@@ -205,6 +251,8 @@ bysrc AS (
             AND l.xid <= coalesce(p.xhi, pg_snapshot_xmax(p.hi)) AND (p.buckets IS NULL OR l.bucket = ANY (p.buckets))
             AND pg_visible_in_snapshot(l.xid, p.hi) AND NOT pg_visible_in_snapshot(l.xid, p.lo)
         WHERE NOT p.done
+          AND (p.tlo IS NULL OR p.id = (SELECT min(q.id) FROM %[1]s.pages q
+                                        WHERE NOT q.done AND q.cut = p.cut AND q.xlo = p.xlo AND q.tlo IS NOT NULL))
         GROUP BY l.src, l.xid, l.key) paged
     GROUP BY src
     UNION ALL

@@ -55,6 +55,7 @@ type families struct {
 	drainPages   *prometheus.CounterVec
 	drainKeys    *prometheus.CounterVec
 	drainSeconds *prometheus.HistogramVec
+	drainRows    *prometheus.HistogramVec
 	quarantine   *prometheus.CounterVec
 	buildPages   *prometheus.CounterVec
 	builds       *prometheus.CounterVec
@@ -94,6 +95,12 @@ func newFamilies() *families {
 			Name:    "trellis_drain_page_seconds",
 			Help:    "Time to apply one drain page, from its claim to its commit (applied pages only).",
 			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+		}, []string{InstanceLabel}),
+		drainRows: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "trellis_drain_page_rows",
+			Help: "Ledger rows read by one drain page (applied pages only): a worker holds one page's changes in memory at a time, and no page holds more than 20,000 rows.",
+			// 10,000 is the ledger's page target, 20,000 its bound (ledger.PageMax).
+			Buckets: []float64{1, 10, 100, 1000, 5000, 10000, 20000, 50000, 100000, 1000000},
 		}, []string{InstanceLabel}),
 		quarantine: counter("trellis_quarantine_events_total",
 			"Quarantine events: a column paused because it failed on rows (kind column), or keys poisoned and held (kind key, one per key).", "kind"),
@@ -139,7 +146,7 @@ func newFamilies() *families {
 }
 
 func (f *families) collectors() []prometheus.Collector {
-	return []prometheus.Collector{f.drainPages, f.drainKeys, f.drainSeconds, f.quarantine, f.buildPages, f.builds,
+	return []prometheus.Collector{f.drainPages, f.drainKeys, f.drainSeconds, f.drainRows, f.quarantine, f.buildPages, f.builds,
 		f.buildRows, f.passes, f.captureFails, f.rejected, f.panics, f.lag, f.pending, f.ledgerRows, f.quarantCols, f.heldKeys, f.transforms, f.sampleErrors,
 		f.up, f.targetLag, f.targetPending, f.targetState}
 }
@@ -215,6 +222,7 @@ type Instance struct {
 	pagesOK, pagesFailed          prometheus.Counter
 	keys                          prometheus.Counter
 	pageSeconds                   prometheus.Observer
+	pageRows                      prometheus.Observer
 	quarantinedCols, poisonedKeys prometheus.Counter
 	buildPagesOK, buildPagesFail  prometheus.Counter
 	buildsDone, buildsPaused      prometheus.Counter
@@ -247,6 +255,7 @@ func Open(label string) *Instance {
 		pagesFailed:     fam.drainPages.WithLabelValues(label, "failed"),
 		keys:            fam.drainKeys.WithLabelValues(label),
 		pageSeconds:     fam.drainSeconds.WithLabelValues(label),
+		pageRows:        fam.drainRows.WithLabelValues(label),
 		quarantinedCols: fam.quarantine.WithLabelValues(label, "column"),
 		poisonedKeys:    fam.quarantine.WithLabelValues(label, "key"),
 		buildPagesOK:    fam.buildPages.WithLabelValues(label, "ok"),
@@ -309,14 +318,16 @@ func (in *Instance) Up(ok bool) {
 	fam.up.WithLabelValues(in.label).Set(v)
 }
 
-// DrainPage counts a drain page applied in d, recomputing keys target keys.
-func (in *Instance) DrainPage(d time.Duration, keys int) {
+// DrainPage counts a drain page applied in d, recomputing keys target keys
+// from rows ledger rows.
+func (in *Instance) DrainPage(d time.Duration, keys, rows int) {
 	if in == nil {
 		return
 	}
 	in.pagesOK.Inc()
 	in.keys.Add(float64(keys))
 	in.pageSeconds.Observe(d.Seconds())
+	in.pageRows.Observe(float64(rows))
 }
 
 // DrainPageFailed counts a drain page that failed and is retried.

@@ -10,7 +10,7 @@ import (
 
 func TestNilInstance(t *testing.T) {
 	var in *Instance
-	in.DrainPage(time.Millisecond, 3)
+	in.DrainPage(time.Millisecond, 3, 4)
 	in.DrainPageFailed()
 	in.ColumnsQuarantined(1)
 	in.KeysPoisoned(1)
@@ -29,8 +29,8 @@ func TestInstances(t *testing.T) {
 	b := Open("db/unit_b")
 	require.Same(t, a, a2, "the clients of one instance share its series")
 
-	a.DrainPage(20*time.Millisecond, 7)
-	a2.DrainPage(30*time.Millisecond, 5)
+	a.DrainPage(20*time.Millisecond, 7, 8)
+	a2.DrainPage(30*time.Millisecond, 5, 6)
 	a.DrainPageFailed()
 	a.ColumnsQuarantined(1)
 	a.KeysPoisoned(3)
