@@ -42,7 +42,7 @@ func isArrayType(typ string) bool { return strings.HasSuffix(typ, "]") }
 // index serves it), or for an array type a set of them.
 func inParam(expr string, n int, typ string, o *Op) string {
 	if isArrayType(typ) {
-		return inQuery([]string{"(" + expr + ")"}, fmt.Sprintf("SELECT trellis_v::%s FROM unnest($%d::text[]) AS trellis_v", typ, n), []*Op{o})
+		return inQuery([]string{"(" + expr + ")"}, fmt.Sprintf("SELECT %s FROM unnest($%d::text[]) AS trellis_v", fromKeyParam("trellis_v", typ), n), []*Op{o})
 	}
 	return anyOf("("+expr+")", fmt.Sprintf("$%d::%s[]", n, o.typeOf(typ)), o)
 }

@@ -1,0 +1,82 @@
+package plan
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/trellis-pg/trellis/internal/testsupport"
+)
+
+// indexScans lists the indexes a JSON plan's nodes scan.
+func indexScans(node map[string]any) []string {
+	var out []string
+	if n, ok := node["Index Name"].(string); ok {
+		out = append(out, n)
+	}
+	if subs, ok := node["Plans"].([]any); ok {
+		for _, s := range subs {
+			out = append(out, indexScans(s.(map[string]any))...)
+		}
+	}
+	return out
+}
+
+// TestArrayOfUserTypeKeyFoundByIndex: a key whose type is an array of an
+// enum of another schema's (read from its text by the array type's input
+// function, not a cast: decision 0041) still finds a page's source rows
+// and target rows through their key indexes, in the generic plan a drain
+// worker's prepared statement gets after a few pages.
+func TestArrayOfUserTypeKeyFoundByIndex(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pl, _ := planOf(t, goldenCase{
+		name:   "array_key",
+		stmt:   "TRANSFORM by_arr FROM arr SELECT m, v * 2 AS w",
+		tables: []*Table{table("public", "arr", "", []string{"m"}, "m app.mood[]", "v integer")},
+		types:  map[string]string{"m": "app.mood[]", "w": "integer"},
+	})
+	recompute := pl.Recompute(false)
+	require.NotContains(t, recompute, "::app.mood[]", "the key is cast from text")
+	url := testsupport.Database(t)
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer func() { _ = conn.Close(context.Background()) }()
+	exec := func(q string) {
+		t.Helper()
+		_, err := conn.Exec(ctx, q)
+		require.NoError(t, err, q)
+	}
+	exec("CREATE SCHEMA app")
+	exec("CREATE TYPE app.mood AS ENUM ('low', 'mid', 'high')")
+	exec("CREATE TABLE public.arr (m app.mood[] PRIMARY KEY, v integer NOT NULL)")
+	// 20,000 distinct arrays: g's digits in base 3, as moods.
+	exec(`INSERT INTO public.arr SELECT ARRAY(SELECT (enum_range(NULL::app.mood))[1 + (g / 3 ^ i)::int % 3] FROM generate_series(0, 9) i), g
+FROM generate_series(1, 20000) g`)
+	for _, q := range strings.Split(pl.CreateTarget(), ";\n") {
+		exec(q)
+	}
+	exec("INSERT INTO public.by_arr SELECT m, v * 2 FROM public.arr")
+	exec("ANALYZE public.arr")
+	exec("ANALYZE public.by_arr")
+	exec("SET search_path = pg_catalog, pg_temp")
+	exec("SET plan_cache_mode = force_generic_plan")
+	exec("PREPARE r AS " + recompute)
+	// Every 40th key, as the text capture records: a text[] literal.
+	var keys string
+	require.NoError(t, conn.QueryRow(ctx, `SELECT pg_catalog.quote_literal(pg_catalog.array_agg(pg_catalog.format('%s', m))::text)
+FROM public.arr WHERE v % 40 = 0`).Scan(&keys))
+	var raw []byte
+	require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) EXECUTE r("+keys+")").Scan(&raw))
+	var plan []map[string]any
+	require.NoError(t, json.Unmarshal(raw, &plan))
+	scans := indexScans(plan[0]["Plan"].(map[string]any))
+	require.Contains(t, scans, "arr_pkey", "%s", raw)
+	require.Contains(t, scans, "by_arr_pkey", "%s", raw)
+}
