@@ -128,6 +128,8 @@ func TestDrainNeverRunsACastPlantedOnAnArrayKeyType(t *testing.T) {
 	e.exec(`CREATE TABLE pairs (p public.pair[] PRIMARY KEY, v int NOT NULL)`)
 	e.exec(`CREATE TABLE tagged (id int PRIMARY KEY, tags public.posint[] NOT NULL, v int NOT NULL)`)
 	e.exec(`CREATE TABLE tagnames (id int PRIMARY KEY, tags public.posint[] NOT NULL, v int NOT NULL)`)
+	e.exec(`CREATE INDEX ON tagged (tags)`)
+	e.exec(`CREATE INDEX ON tagnames (tags)`)
 	e.exec(`INSERT INTO arr VALUES ('{low}', 1), ('{low,mid}', 2), ('{high,low}', 3), ('{}', 4), ('[0:1]={mid,mid}', 5), ('{{low,mid},{high,high}}', 6)`)
 	e.exec(`INSERT INTO pairs SELECT ARRAY[ROW(i, 'a,"b}' || i)::public.pair, ROW(i + 1, NULL)::public.pair], i FROM generate_series(1, 20) i`)
 	e.exec(`INSERT INTO tagged SELECT i, ARRAY[1 + i % 4, 1 + i % 3]::public.posint[], i FROM generate_series(1, 60) i`)
@@ -198,6 +200,8 @@ BEGIN %[2]s; RETURN pg_catalog.format('%%s', $1); END $$`, typ, hit(typ+"[]->tex
 	}
 	for target, recompute := range defs {
 		e.assertMatches(target, recompute)
+		// The self-check reads the same keys back as parameters.
+		requireConsistent(t, target, e.selfCheck(drain, target, trellis.SelfCheckStrict))
 	}
 	require.Empty(t, e.rows(`SELECT who, what, count(*) FROM public.hits GROUP BY who, what ORDER BY 1, 2`),
 		"a cast planted on an array key type ran")

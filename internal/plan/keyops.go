@@ -317,26 +317,23 @@ func fromKeyParam(elem, typ string) string {
 	switch {
 	case ownParam(typ) || typ == "":
 		return elem
-	case userArray(typ):
+	case userType(typ):
 		return inputOf(elem, typ)
 	}
 	return elem + "::" + typ
 }
 
-// userArray reports whether typ is an array of a type outside pg_catalog
-// (app.mood[], an array of a domain or composite): its owner owns the
-// array type too, so may create a cast between it and text.
-func userArray(typ string) bool {
-	return userType(typ) && isArrayType(typ)
-}
-
-// inputOf is the text expr read as a value of typ by typ's input function,
-// which no cast can replace (decision 0041): json_to_record gives a
-// column of a declared type that a JSON string fills through the type's
-// input function (array_in, calling the element's: enum_in, domain_in,
-// record_in). A parameter array cannot be typed with an array type
-// itself, as ownParam's are: an array of arrays is one two-dimensional
-// array, whose elements must all have the same length. NULL stays NULL.
+// inputOf is the text expr read as a value of typ, a type outside
+// pg_catalog whose parameter arrays are text[] (an array type, or a
+// dropped column's marked type), by typ's input function, which no cast
+// can replace (decision 0041): json_to_record gives a column of a
+// declared type that a JSON string fills through the type's input
+// function (array_in, calling the element's: enum_in, domain_in,
+// record_in). The owner of an element type owns its array type too, so
+// may create a cast between it and text; and a parameter array cannot be
+// typed with an array type itself, as ownParam's are: an array of arrays
+// is one two-dimensional array, whose elements must all have the same
+// length. NULL stays NULL.
 func inputOf(expr, typ string) string {
 	return "(SELECT trellis_in.v FROM pg_catalog.json_to_record(pg_catalog.json_build_object('v', " +
 		expr + ")) AS trellis_in(v " + typ + "))"
