@@ -113,15 +113,15 @@ type Options struct {
 	URL string
 	// Only is the subset of All to run; empty runs all.
 	Only []string
-	// Rows is the number of source rows of the write, latency and backfill
-	// benchmarks (the drain benchmark's source has Changes rows). Default
-	// 1,000,000.
+	// Rows is the number of source rows of the write, latency, drain and
+	// backfill benchmarks. Default 1,000,000.
 	Rows int
 	// Duration is the length of each measured phase of the write benchmark
 	// (it has five) and of the latency benchmark. Default 20s.
 	Duration time.Duration
 	// Changes is the backlog of the drain benchmark: that many distinct
-	// rows are updated while no drain runs. Default 200,000.
+	// rows of the Rows-row source (at most all of them) are updated while
+	// no drain runs. Default 200,000.
 	Changes int
 	// Shape is the transform every benchmark maintains: Projection (the
 	// default), GroupBy or Join (see Shapes).

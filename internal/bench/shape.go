@@ -102,7 +102,7 @@ const (
 )
 
 // Shapes lists every shape; the first is the default.
-var Shapes = []string{Projection, GroupBy, Join, Quarantine, Having, Global, Derived, CTE, View, Window, TopK, DistinctOn, Join3, Semi, Union, UnionDistinct, FullJoin, UnionJoin, FullPos}
+var Shapes = append([]string{Projection, GroupBy, Join, Quarantine, Having, Global, Derived, CTE, View, Window, TopK, DistinctOn, Join3, Semi, Union, UnionDistinct, FullJoin, UnionJoin, FullPos}, moreShapeNames...)
 
 const (
 	shapeGroups    = 10_000 // groups of the groupby shape
@@ -136,6 +136,9 @@ var (
 )
 
 func shapeOf(name string) shape {
+	if m, ok := moreShapes[name]; ok {
+		return m.shape
+	}
 	switch name {
 	case GroupBy:
 		return shape{
@@ -285,6 +288,9 @@ func shapeOf(name string) shape {
 // transform is the benchmarks' definition of bench_tgt.
 func (e *env) transform() string {
 	tgt, src, cust := e.table("bench_tgt"), e.table("bench_src"), e.table("bench_customers")
+	if m, ok := e.more(); ok {
+		return fmt.Sprintf(m.transform, tgt, src, cust)
+	}
 	switch e.shape.name {
 	case GroupBy:
 		return fmt.Sprintf("TRANSFORM %s FROM %s SELECT grp AS grp, sum(v) AS total, count(*) AS n GROUP BY grp", tgt, src)
@@ -349,6 +355,10 @@ func (e *env) keyTarget() string {
 // keys its target: NULLS NOT DISTINCT for the full join, either of whose
 // keys may be NULL.
 func (e *env) keyIndex(table string) string {
+	if m, ok := e.more(); ok && m.rowKeyed {
+		cols := append(append([]string{}, e.shape.keys...), e.shape.vals...)
+		return fmt.Sprintf("CREATE UNIQUE INDEX ON %s (%s)", table, strings.Join(cols, ", "))
+	}
 	nulls := ""
 	if e.shape.name == FullJoin || e.shape.name == UnionJoin || e.shape.name == FullPos {
 		nulls = " NULLS NOT DISTINCT"
@@ -364,7 +374,7 @@ func (e *env) createSource(ctx context.Context, rows int) error {
 	begin := time.Now()
 	src, cust := e.table("bench_src"), e.table("bench_customers")
 	var qs []string
-	switch e.shape.name {
+	switch e.sourceShape() {
 	case GroupBy, Having, Global, CTE, Window, TopK, DistinctOn:
 		qs = []string{
 			fmt.Sprintf("CREATE TABLE %s (id bigint NOT NULL, grp int NOT NULL, v int, filler text)", src),
@@ -419,6 +429,9 @@ func (e *env) createSource(ctx context.Context, rows int) error {
 			qs = append(qs, fmt.Sprintf("CREATE VIEW %s AS SELECT id, v FROM %s WHERE v >= 0", e.table("bench_view"), src))
 		}
 	}
+	if m, ok := e.more(); ok && m.index != "" {
+		qs = append(qs, fmt.Sprintf(m.index, src), "ANALYZE "+src)
+	}
 	for _, q := range qs {
 		if err := e.exec(ctx, q); err != nil {
 			return err
@@ -447,6 +460,10 @@ func (e *env) mismatches(ctx context.Context) (int64, error) {
 	case len(e.shape.keys) > 0:
 		on = "USING (" + strings.Join(e.shape.keys, ", ") + ")"
 	}
+	if len(d) == 0 {
+		// Keyed by every column (DISTINCT): a row missing on either side.
+		d, t = []string{"d." + e.shape.keys[0] + " IS NULL"}, []string{"t." + e.shape.keys[0] + " IS NULL"}
+	}
 	var n int64
 	err := e.pool.QueryRow(ctx, fmt.Sprintf(
 		"SELECT count(*) FROM (%s) d FULL JOIN %s t %s WHERE ROW(%s) IS DISTINCT FROM ROW(%s)",
@@ -461,6 +478,7 @@ func (e *env) mismatches(ctx context.Context) (int64, error) {
 type prober struct {
 	groups bool
 	best   bool            // distincton: the group's best row, polled by group
+	all    bool            // topk_global: the target's greatest v, polled as key 0
 	global bool            // one group of every row, polled as key 0
 	rowV   map[int64]int64 // groupby: every written row's v (absent: 0)
 	total  map[int64]int64 // groupby: every written group's sum(v)
@@ -468,7 +486,8 @@ type prober struct {
 
 func (e *env) prober() *prober {
 	n := e.shape.name
-	return &prober{groups: n == GroupBy || n == Having || n == Global || n == CTE, best: n == DistinctOn, global: n == Global, rowV: map[int64]int64{}, total: map[int64]int64{}}
+	m, _ := e.more()
+	return &prober{groups: n == GroupBy || n == Having || n == Global || n == CTE, best: n == DistinctOn || m.pollGroup, all: m.pollAll, global: n == Global, rowV: map[int64]int64{}, total: map[int64]int64{}}
 }
 
 // wrote records that row id now has v and returns the target key to poll
@@ -478,6 +497,9 @@ func (p *prober) wrote(id, v int64) (key, want int64) {
 		// v is larger than any value before: the group's best row
 		// has at least v once the write has reached the target.
 		return id % shapeGroups, v
+	}
+	if p.all {
+		return 0, v
 	}
 	if !p.groups {
 		return id, v

@@ -89,9 +89,9 @@ a database, each benchmark creates and drops schemas of its own in it.`,
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&o.Only, "only", nil, "run only these benchmarks (comma-separated: "+strings.Join(bench.Known, ", ")+"; default: "+strings.Join(bench.All, ", ")+")")
-	f.IntVar(&o.Rows, "rows", bench.DefaultRows, "source rows of the write, latency and backfill benchmarks")
+	f.IntVar(&o.Rows, "rows", bench.DefaultRows, "source rows of the write, latency, drain and backfill benchmarks")
 	f.DurationVar(&o.Duration, "duration", bench.DefaultDuration, "length of each measured phase")
-	f.IntVar(&o.Changes, "changes", bench.DefaultChanges, "backlog of the drain benchmark, in changed rows")
+	f.IntVar(&o.Changes, "changes", bench.DefaultChanges, "backlog of the drain benchmark, in changed rows of the --rows source")
 	f.StringVar(&o.Shape, "shape", bench.Projection, "the transform benchmarked: "+strings.Join(bench.Shapes, ", ")+
 		" (a projection of bench_src, a GROUP BY of it into 10,000 groups, or its JOIN with 10,000 customers)")
 	f.BoolVar(&quiet, "quiet", false, "do not print progress on stderr")

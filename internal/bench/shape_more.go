@@ -1,0 +1,168 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Shapes of issue 11's measurement that had no bench shape: SELECT
+// DISTINCT, a global top-k, INTERSECT, EXCEPT and an anti-join. Each is
+// one entry of moreShapes, whose source is that of an older shape.
+const (
+	// Distinct: the groupby shape's source; TRANSFORM bench_tgt FROM
+	// bench_src SELECT DISTINCT grp, v (keyed by the whole row, grp and v:
+	// a changed v is another key; 10,000 rows while every v is 0).
+	Distinct = "distinct"
+	// TopKGlobal: the projection's source with an index on (v DESC, id);
+	// TRANSFORM bench_tgt FROM bench_src SELECT id, v ORDER BY v DESC, id
+	// LIMIT 10 (keyed by id; every change recomputes the ten rows).
+	TopKGlobal = "topk_global"
+	// Intersect: the projection's source; TRANSFORM bench_tgt FROM
+	// bench_src SELECT id, v WHERE v >= 0 INTERSECT SELECT id, v FROM
+	// bench_src WHERE id > 0 (keyed by the whole row; every row is in both
+	// branches).
+	Intersect = "intersect"
+	// Except: the projection's source; TRANSFORM bench_tgt FROM bench_src
+	// SELECT id, v WHERE v >= 0 EXCEPT SELECT id, v FROM bench_src WHERE v
+	// < 0 (keyed by the whole row; no row is in the second branch).
+	Except = "except"
+	// Anti: the join's tables; TRANSFORM bench_tgt FROM bench_src s SELECT
+	// s.v AS v WHERE NOT EXISTS (SELECT 1 FROM bench_customers c WHERE c.id
+	// = s.customer_id AND c.region = 'none') (an anti-join: no customer's
+	// region is 'none', so every row is in the target).
+	Anti = "anti"
+)
+
+// moreShape is a shape of moreShapes.
+type moreShape struct {
+	shape
+	// source is the older shape whose source tables this one uses.
+	source string
+	// transform is the TRANSFORM statement (%[1]s bench_tgt, %[2]s
+	// bench_src, %[3]s bench_customers).
+	transform string
+	// index, when set, is created on bench_src after its rows (%[1]s).
+	index string
+	// rowKeyed: keyed by the whole row, (id, v) or (grp, v): a changed
+	// row is another key, so the drain's baseline deletes the rows of the
+	// changed ids (or their groups) the definition no longer yields and
+	// inserts the new ones; whole: the baseline recomputes the whole
+	// target (a global top-k's rows).
+	rowKeyed, whole bool
+	// pollGroup: the latency poller reads the written row's group, whose
+	// rows' greatest v only grows (the written row's old (grp, v) key
+	// leaves the target); pollAll: it reads the whole target as key 0.
+	pollGroup, pollAll bool
+}
+
+var moreShapes = map[string]moreShape{
+	Distinct: {
+		shape: shape{
+			name:       Distinct,
+			definition: "SELECT DISTINCT grp, v FROM %[1]s",
+			keys:       []string{"grp", "v"},
+			pollKey:    "grp", pollVal: "v",
+		},
+		source:    GroupBy,
+		transform: "TRANSFORM %[1]s FROM %[2]s SELECT DISTINCT grp, v",
+		index:     "CREATE INDEX ON %[1]s (grp, v)",
+		rowKeyed:  true, pollGroup: true,
+	},
+	TopKGlobal: {
+		shape: shape{
+			name:       TopKGlobal,
+			definition: "SELECT id, v FROM %[1]s ORDER BY v DESC, id LIMIT 10",
+			keys:       []string{"id"}, vals: []string{"v"},
+			// Polled as one key, 0: a written row leaves the ten once
+			// ten later writes pass it; the greatest v only grows.
+			pollKey: "0::bigint", pollVal: "v",
+		},
+		source:    Projection,
+		transform: "TRANSFORM %[1]s FROM %[2]s SELECT id, v ORDER BY v DESC, id LIMIT 10",
+		index:     "CREATE INDEX ON %[1]s (v DESC, id)",
+		whole:     true, pollAll: true,
+	},
+	Intersect: {
+		shape: shape{
+			name:       Intersect,
+			definition: "SELECT id, v FROM %[1]s WHERE v >= 0 INTERSECT SELECT id, v FROM %[1]s WHERE id > 0",
+			keys:       []string{"id"}, vals: []string{"v"},
+			pollKey: "id", pollVal: "v",
+		},
+		source:    Projection,
+		transform: "TRANSFORM %[1]s FROM %[2]s SELECT id, v WHERE v >= 0 INTERSECT SELECT id, v FROM %[2]s WHERE id > 0",
+		rowKeyed:  true,
+	},
+	Except: {
+		shape: shape{
+			name:       Except,
+			definition: "SELECT id, v FROM %[1]s WHERE v >= 0 EXCEPT SELECT id, v FROM %[1]s WHERE v < 0",
+			keys:       []string{"id"}, vals: []string{"v"},
+			pollKey: "id", pollVal: "v",
+		},
+		source:    Projection,
+		transform: "TRANSFORM %[1]s FROM %[2]s SELECT id, v WHERE v >= 0 EXCEPT SELECT id, v FROM %[2]s WHERE v < 0",
+		rowKeyed:  true,
+	},
+	Anti: {
+		shape: shape{
+			name:       Anti,
+			definition: "SELECT s.id AS id, s.v AS v FROM %[1]s s WHERE NOT EXISTS (SELECT 1 FROM %[2]s c WHERE c.id = s.customer_id AND c.region = 'none')",
+			keys:       []string{"id"}, vals: []string{"v"},
+			pollKey: "id", pollVal: "v",
+		},
+		source:    Join,
+		transform: "TRANSFORM %[1]s FROM %[2]s s SELECT s.v AS v WHERE NOT EXISTS (SELECT 1 FROM %[3]s c WHERE c.id = s.customer_id AND c.region = 'none')",
+	},
+}
+
+// moreShapeNames lists moreShapes in the order Shapes gives them.
+var moreShapeNames = []string{Distinct, TopKGlobal, Intersect, Except, Anti}
+
+// more returns the benchmark's shape's moreShapes entry, if it is one.
+func (e *env) more() (moreShape, bool) {
+	m, ok := moreShapes[e.shape.name]
+	return m, ok
+}
+
+// sourceShape is the shape whose source tables the benchmark creates.
+func (e *env) sourceShape() string {
+	if m, ok := e.more(); ok {
+		return m.source
+	}
+	return e.shape.name
+}
+
+// moreBaseline is baselineUpsert's statement for a shape of moreShapes
+// keyed by its whole row or recomputed whole ("" for the others): the
+// rows the definition yields for the changed ids (the groups they are
+// in, for DISTINCT; all of them, for a global top-k) replace the copy's
+// rows of those ids (or groups).
+func (e *env) moreBaseline(cp string) string {
+	m, ok := e.more()
+	if !ok || !(m.rowKeyed || m.whole) {
+		return ""
+	}
+	def, src := e.definition(), e.table("bench_src")
+	cols := strings.Join(append(append([]string{}, e.shape.keys...), e.shape.vals...), ", ")
+	switch {
+	case m.whole:
+		set := make([]string, len(e.shape.vals))
+		for i, v := range e.shape.vals {
+			set[i] = v + " = EXCLUDED." + v
+		}
+		return fmt.Sprintf("WITH d AS (SELECT %[1]s FROM (%[2]s) d WHERE cardinality($1::bigint[]) > 0), "+
+			"gone AS (DELETE FROM %[3]s WHERE %[4]s NOT IN (SELECT %[4]s FROM d)) "+
+			"INSERT INTO %[3]s (%[1]s) SELECT %[1]s FROM d ON CONFLICT %[5]s DO UPDATE SET %[6]s",
+			cols, def, cp, e.shape.keys[0], e.keyTarget(), strings.Join(set, ", "))
+	case e.shape.keys[0] == "grp":
+		return fmt.Sprintf("WITH g AS (SELECT DISTINCT grp FROM %[1]s WHERE id = ANY ($1::bigint[])), "+
+			"d AS (SELECT %[2]s FROM (%[3]s) d WHERE d.grp IN (SELECT grp FROM g)), "+
+			"gone AS (DELETE FROM %[4]s WHERE grp IN (SELECT grp FROM g) AND (%[2]s) NOT IN (SELECT %[2]s FROM d)) "+
+			"INSERT INTO %[4]s (%[2]s) SELECT %[2]s FROM d ON CONFLICT (%[2]s) DO NOTHING", src, cols, def, cp)
+	default:
+		return fmt.Sprintf("WITH d AS (SELECT %[1]s FROM (%[2]s) d WHERE d.id = ANY ($1::bigint[])), "+
+			"gone AS (DELETE FROM %[3]s WHERE id = ANY ($1::bigint[]) AND (%[1]s) NOT IN (SELECT %[1]s FROM d)) "+
+			"INSERT INTO %[3]s (%[1]s) SELECT %[1]s FROM d ON CONFLICT (%[1]s) DO NOTHING", cols, def, cp)
+	}
+}
