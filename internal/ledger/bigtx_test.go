@@ -23,8 +23,8 @@ type part struct {
 }
 
 // TestOneTransactionIsCutIntoBoundedParts: a transaction of more rows
-// than a page holds, its rows interleaved with another writer's, is cut
-// into parts of at most PageTarget rows each, which together read each of
+// than PageMax, its rows interleaved with another writer's, is cut into
+// parts of at most PageMax rows each, which together read each of
 // its rows exactly once and none of another transaction's; the pages of
 // the transactions before and after it do not reach into it. While a part
 // is not done, its rows are in flight and its segment is never reclaimed;
@@ -36,13 +36,13 @@ func TestOneTransactionIsCutIntoBoundedParts(t *testing.T) {
 	big, err := f.pool.Begin(f.ctx)
 	require.NoError(t, err)
 	defer func() { _ = big.Rollback(context.WithoutCancel(f.ctx)) }()
-	xid := f.appendRows(t, big, 1, 8_000)
+	xid := f.appendRows(t, big, 1, 16_000)
 	between := f.appendRows(t, f.pool, 9, 7)
-	f.appendRows(t, big, 2, 9_000)
+	f.appendRows(t, big, 2, 17_000)
 	f.appendRows(t, f.pool, 9, 5)
-	f.appendRows(t, big, 3, 8_000)
+	f.appendRows(t, big, 3, 15_000)
 	require.NoError(t, big.Commit(f.ctx))
-	const bigRows = 25_000
+	const bigRows = 48_000
 
 	n, err := f.l.Cut(f.ctx, true)
 	require.NoError(t, err)
@@ -58,7 +58,7 @@ func TestOneTransactionIsCutIntoBoundedParts(t *testing.T) {
 	require.Equal(t, between, last.XLo, "the page after starts after it")
 	parts := ps[1 : len(ps)-1]
 
-	// Each part reads at most PageTarget of the transaction's rows, and
+	// Each part reads at most PageMax of the transaction's rows, and
 	// together they read each once.
 	seen := map[string]int{}
 	for _, p := range parts {
@@ -73,7 +73,7 @@ func TestOneTransactionIsCutIntoBoundedParts(t *testing.T) {
 		changes, err := f.l.Changes(f.ctx, tx, claimed)
 		require.NoError(t, err)
 		require.NoError(t, tx.Rollback(f.ctx))
-		require.LessOrEqual(t, claimed.Rows, ledger.PageTarget, "part %d", p.ID)
+		require.LessOrEqual(t, claimed.Rows, ledger.PageMax, "part %d", p.ID)
 		require.Equal(t, claimed.Rows, len(changes), "every row of the transaction is a distinct change")
 		for _, c := range changes {
 			require.Contains(t, []int{1, 2, 3}, c.Src, "only the transaction's rows")
@@ -134,4 +134,28 @@ WHERE p.id = $1 AND l.seg = p.seg AND l.ctid >= p.tlo AND l.ctid < p.thi AND l.x
 			require.True(t, backoff.Sleep(f.ctx, wait.Next()), "segment %d not reclaimed", seg)
 		}
 	}
+}
+
+// TestTransactionOverATargetIsAPageOfItsOwn: a transaction of more than
+// PageTarget rows and at most PageMax is one page, whole, and the
+// transactions around it are not gathered with it: every page holds at
+// most PageMax rows.
+func TestTransactionOverATargetIsAPageOfItsOwn(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	a := f.appendRows(t, f.pool, 1, ledger.PageTarget-1)
+	b := f.appendRows(t, f.pool, 1, ledger.PageMax)
+	c := f.appendRows(t, f.pool, 1, ledger.PageTarget-1)
+	d := f.appendRows(t, f.pool, 1, 2)
+	n, err := f.l.Cut(f.ctx, true)
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	var got [][]string
+	for _, p := range f.pages(t) {
+		got = append(got, []string{*p.XLo, *p.XHi})
+	}
+	require.Equal(t, [][]string{{a, a}, {b, b}, {c, d}}, got)
+	var parts int
+	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT count(*) FROM trellis.pages WHERE tlo IS NOT NULL`).Scan(&parts))
+	require.Zero(t, parts, "no transaction over PageMax")
 }

@@ -61,7 +61,7 @@ func (l *Ledger) cut(ctx context.Context, force bool, emptyAfter time.Duration) 
 		return 0, fmt.Errorf("counting new ledger rows: %w", err)
 	}
 	var ps []cutPage
-	var big []int // the indexes in ps of transactions to split
+	var big []int // the indexes in ps of transactions to split into parts
 	var total int64
 	for rows.Next() {
 		var p cutPage
@@ -73,7 +73,7 @@ func (l *Ledger) cut(ctx context.Context, force bool, emptyAfter time.Duration) 
 			return 0, fmt.Errorf("counting new ledger rows: %w", err)
 		}
 		p.segs = intArray(segmentsOf(mask))
-		if isBig {
+		if isBig && n > PageMax {
 			big = append(big, len(ps))
 		}
 		ps = append(ps, p)
@@ -116,12 +116,12 @@ type cutPage struct {
 }
 
 // splitTransactions replaces each page of ps at an index of big, the rows
-// of one transaction of more than PageTarget rows, by pages of consecutive
-// heap blocks of one segment of at most PageTarget rows each (decision
-// 0042): a page's changes are held in memory while it is applied, so no
-// page may grow with a transaction. The ledger's rows are never updated,
-// so a row's ctid stays until its segment is reclaimed, which needs every
-// page of the row's cut done.
+// of one transaction of more than PageMax rows, by pages of consecutive
+// heap blocks of one segment of at most PageMax rows each (decision 0042):
+// a page's changes are held in memory while it is applied, so no page may
+// grow with a transaction. The ledger's rows are never updated, so a row's
+// ctid stays until its segment is reclaimed, which needs every page of the
+// row's cut done.
 func (l *Ledger) splitTransactions(ctx context.Context, tx pgx.Tx, ps []cutPage, big []int) ([]cutPage, error) {
 	out := make([]cutPage, 0, len(ps)+len(big)*4)
 	next := 0
@@ -146,7 +146,7 @@ func (l *Ledger) splitTransactions(ctx context.Context, tx pgx.Tx, ps []cutPage,
 		if err := rows.Err(); err != nil {
 			return nil, fmt.Errorf("splitting transaction %s into pages: %w", xid, err)
 		}
-		for _, part := range packBlocks(blocks, PageTarget) {
+		for _, part := range packBlocks(blocks, PageMax) {
 			seg := part.seg
 			tlo, thi := fmt.Sprintf("(%d,0)", part.from), fmt.Sprintf("(%d,0)", part.to)
 			out = append(out, cutPage{xlo: xid, xhi: xid, segs: intArray([]int32{seg}), seg: &seg, tlo: &tlo, thi: &thi})

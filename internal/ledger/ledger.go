@@ -18,18 +18,19 @@ const Buckets = 64
 
 // PageTarget is about how many ledger rows a page holds: a cut larger than
 // this is split into several pages that workers take in parallel, each the
-// rows of a range of transactions, or a part of one transaction that wrote
-// more than PageTarget rows (decision 0042). An UPDATE appends two rows
-// (decision 0023), so a page of a backlog of updates holds about 5,000
-// keys: a page's fixed cost and its recompute's per-key cost both shrink
-// with its size (decision 0031).
+// rows of a range of transactions, or of one transaction of more rows
+// (cut into parts if it has more than PageMax, decision 0042). An UPDATE
+// appends two rows (decision 0023), so a page of a backlog of updates holds
+// about 5,000 keys: a page's fixed cost and its recompute's per-key cost
+// both shrink with its size (decision 0031).
 const PageTarget = 10_000
 
 // PageMax bounds the ledger rows of any page this release cuts: a range of
-// whole transactions, each of at most PageTarget rows, ends once its rows
-// reach a multiple of PageTarget (less than 2 × PageTarget), and a part of
-// a larger transaction holds at most PageTarget. A drain worker holds one
-// page's changes in memory at a time.
+// transactions of at most PageTarget rows each ends once its rows reach a
+// multiple of PageTarget (less than 2 × PageTarget), a transaction of more
+// is a page of its own, and one of more than PageMax is cut into parts of
+// at most PageMax. A drain worker holds one page's changes in memory at a
+// time.
 const PageMax = 2 * PageTarget
 
 // MinCutInterval is the least time between two cuts made by idle workers:

@@ -13,11 +13,11 @@ const (
 	// transaction, in xid order, gathered into ranges of about $3 rows;
 	// each range's first and last xid, its rows, the segments they are in
 	// (a bit each), and whether it is one transaction of more than $3 rows
-	// (big), which the cut splits further (sqlSplitTransaction). A range of
-	// smaller transactions ends where their rows reach a multiple of $3,
-	// and before and after a big one (run counts the big ones so far); such
-	// a transaction is never split. The (xid) index bounds the scan and
-	// orders it.
+	// (big), which is a page of its own (and cut into parts if it has more
+	// than PageMax, sqlSplitTransaction). A range of smaller transactions
+	// ends where their rows reach a multiple of $3, and before and after a
+	// big one (run counts the big ones so far). The (xid) index bounds the
+	// scan and orders it.
 	sqlCutPages = `
 SELECT min(xid)::text, max(xid)::text, sum(n)::int8, bit_or(m), bool_or(big)
 FROM (SELECT xid, n, m, big, run, CASE WHEN big THEN 0 ELSE (cum - 1) / $3::int8 END AS page
@@ -33,9 +33,9 @@ GROUP BY run, big, page ORDER BY min(xid)`
 
 	// The rows of one transaction ($1, committed: all its rows are of one
 	// cut) by segment and heap block, in order: the cut splits a
-	// transaction of more than PageTarget rows into pages of consecutive
+	// transaction of more than PageMax rows into pages of consecutive
 	// blocks of one segment (decision 0042). A block holds at most a few
-	// hundred rows, so the parts can be packed to at most PageTarget rows.
+	// hundred rows, so the parts can be packed to at most PageMax rows.
 	sqlSplitTransaction = `
 SELECT seg, (ctid::text::point)[0]::int8 AS blk, count(*)::int8 FROM %[1]s.ledger
 WHERE xid = $1::xid8 GROUP BY seg, blk ORDER BY seg, blk`
