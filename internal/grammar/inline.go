@@ -246,7 +246,10 @@ func (p *stmtParser) lookupCTE(name string) *cte {
 
 // addDerived parses a derived table's query and records it.
 func (p *stmtParser) addDerived(d *derivedRef) *Error {
-	inner, e := p.subParse(d.query, d.at, d.what, d.scope)
+	inner, ok, e := p.derivedSetOp(d)
+	if !ok && e == nil {
+		inner, e = p.subParse(d.query, d.at, d.what, d.scope)
+	}
 	if e != nil {
 		return e
 	}
@@ -459,6 +462,9 @@ type inliner struct {
 // merged statement again (which merges the next one, if any).
 func (p *stmtParser) inline(t *Transform) (*Transform, *Error) {
 	d := &p.derived[0]
+	if d.inner.SetOp != nil {
+		return p.inlineSetOp(t, d)
+	}
 	fail := func(msg string) *Error { return p.errAt(Invalid, d.at, msg) }
 	in := d.inner
 	m := &inliner{d: d, outer: t, inner: in, outs: map[string]output{}}
