@@ -131,7 +131,7 @@ func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error 
 	if pl.Kind() == plan.KindProjection {
 		return nil // keyed by its primary key already
 	}
-	if up.Spec.SetOp != nil {
+	if up.Spec.SetOp != nil && len(pl.KeyNames()) > 0 {
 		// Readable when no key column can be NULL: each branch fills each
 		// with a NOT NULL column of a table its every row holds.
 		reads, nullable := pl.SetOpKeyReads()
@@ -522,6 +522,16 @@ func (e *Engine) qualify(ctx context.Context, tx pgx.Tx, tgt plan.Target, spec *
 			}
 			for j := range b.Cols {
 				if err := q(&b.Cols[j]); err != nil {
+					return err
+				}
+			}
+			for j := range b.Outs {
+				if err := q(&b.Outs[j]); err != nil {
+					return err
+				}
+			}
+			for j := range b.Units {
+				if err := q(&b.Units[j]); err != nil {
 					return err
 				}
 			}

@@ -20,6 +20,11 @@ func (e *Engine) compileSetOp(ctx context.Context, tx pgx.Tx, s *grammar.Transfo
 	first := *s
 	first.SetOp = nil
 	branches := append([]*grammar.Transform{&first}, s.SetOp.Branches...)
+	if s.SetOp.Over {
+		// An aggregate over the set operation's rows: every branch is in
+		// Branches, the statement reads their rows (decision 0044).
+		branches = s.SetOp.Branches
+	}
 	var sides []*side
 	var resolved []*grammar.Transform
 	var byBranch [][]*plan.Table
@@ -36,10 +41,17 @@ func (e *Engine) compileSetOp(ctx context.Context, tx pgx.Tx, s *grammar.Transfo
 		resolved = append(resolved, r)
 		byBranch = append(byBranch, tables(own))
 	}
-	if err := e.checkFunctions(ctx, tx, s.Functions, false); err != nil {
+	if err := e.checkFunctions(ctx, tx, s.Functions, s.SetOp.Over && s.Aggregated()); err != nil {
 		return nil, plan.Spec{}, nil, err
 	}
-	spec, needs, err := plan.CompileSetOp(s.SetOp.Tree, resolved, byBranch, s.WithoutSourceIndex)
+	var spec plan.Spec
+	var needs [][]string
+	var err error
+	if s.SetOp.Over {
+		spec, needs, err = plan.CompileSetOpOver(s.SetOp.Tree, resolved, byBranch, s)
+	} else {
+		spec, needs, err = plan.CompileSetOp(s.SetOp.Tree, resolved, byBranch, s.WithoutSourceIndex)
+	}
 	if err != nil {
 		return nil, plan.Spec{}, nil, err
 	}
@@ -56,6 +68,10 @@ func (e *Engine) compileSetOp(ctx context.Context, tx pgx.Tx, s *grammar.Transfo
 func refuseSetOpAlter(spec plan.Spec, target string) error {
 	if spec.SetOp == nil {
 		return nil
+	}
+	if spec.SetOp.Over() {
+		return errs.New(trellistype.CodeValidation,
+			"ALTER TRANSFORM ... ADD/DROP COLUMN of %s is not supported: it aggregates over a set operation (decision 0044); DROP TRANSFORM and define it again with the columns changed", target)
 	}
 	return errs.New(trellistype.CodeValidation,
 		"ALTER TRANSFORM ... ADD/DROP COLUMN of %s is not supported: it is a set operation (UNION, INTERSECT, EXCEPT), whose columns are in every branch; DROP TRANSFORM and define it again with the columns changed in each branch", target)
@@ -78,11 +94,22 @@ func setOpIndexes(spec plan.Spec) []neededIndex {
 			}
 		}
 	}
-	if spec.SetOp.All {
+	if spec.SetOp.All && !spec.SetOp.Over() {
 		return out
 	}
 	for _, b := range spec.SetOp.Branches {
-		expr := b.Keys[0]
+		var expr string
+		if !spec.SetOp.Over() {
+			expr = b.Keys[0]
+		} else {
+			// An aggregate over the rows: each branch's rows of a group
+			// are found by the branch's first GROUP BY output (none for
+			// a global aggregate, which reads every row).
+			if len(b.Units) == 0 || plainColumn.FindStringSubmatch(b.Units[0]) == nil {
+				continue
+			}
+			expr = b.Units[0]
+		}
 		src := b.GroupSource()
 		gap := trellistype.SourceIndexGap{Table: src.Schema + "." + src.Table, Columns: exprColumns([]string{expr}), Role: trellistype.RoleGroupBy, OptedOut: spec.WithoutSourceIndex}
 		gap.Fix = indexFixText(src.Schema, src.Table, gap.Columns)

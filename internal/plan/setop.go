@@ -26,7 +26,15 @@ type SetOp struct {
 	// Tree is how the branches combine (set operations without ALL).
 	Tree     *grammar.SetNode `json:"tree,omitempty"`
 	Branches []Branch         `json:"branches"`
+	// Outputs are the names of the set operation's columns when the
+	// transform aggregates over its rows (decision 0044): the derived
+	// table setOpAlias has these columns (each branch's Outs), and the
+	// spec's Key, Columns, GroupBy, Where and Having read them.
+	Outputs []string `json:"outputs,omitempty"`
 }
+
+// Over says the transform aggregates over the set operation's rows.
+func (s *SetOp) Over() bool { return len(s.Outputs) > 0 }
 
 // Branch is one SELECT of a set operation: over one table, or over a
 // join of tables (INNER or LEFT, with semi- and anti-joins) whose
@@ -48,6 +56,12 @@ type Branch struct {
 	// Spec.Columns ("NULL" for a key column of another branch).
 	Keys []string `json:"keys"`
 	Cols []string `json:"cols,omitempty"`
+	// Outs are the branch's expressions for each of SetOp.Outputs, and
+	// Units its expressions for each of Spec.GroupBy (reading the table
+	// at Group of a joined branch), when the transform aggregates over
+	// the set operation.
+	Outs  []string `json:"outs,omitempty"`
+	Units []string `json:"units,omitempty"`
 }
 
 // Joined says the branch reads more than one table.
@@ -117,7 +131,7 @@ func (b *Branch) positions() []*Source {
 }
 
 // setOpAlias names the derived table of a set operation's branches.
-const setOpAlias = "trellis_u"
+const setOpAlias = grammar.SetOpAlias
 
 // BranchColumn is the column of a UNION ALL target that says which
 // branch (1 for the first) a row comes from; setBranchMarker is its
@@ -137,36 +151,10 @@ func setCol(name string) string { return ident.Quote(setOpAlias) + "." + ident.Q
 func CompileSetOp(tree *grammar.SetNode, branches []*grammar.Transform, tables [][]*Table, withoutSourceIndex bool) (Spec, [][]string, error) {
 	first := branches[0]
 	spec := Spec{WithoutSourceIndex: withoutSourceIndex, SetOp: &SetOp{All: tree.All}}
-	// A joined branch compiles as a join of its own: its ON conditions,
-	// semi-joins and the old values its walks need.
-	joinNeeds := make([][][]string, len(branches))
-	for i, b := range branches {
-		if len(b.Select) != len(first.Select) {
-			return spec, nil, errs.New(trellistype.CodeValidation, "branch %d of the set operation has %d columns and branch 1 has %d: each branch must select as many", i+1, len(b.Select), len(first.Select))
-		}
-		for _, t := range tables[i] {
-			if t.Alias == setOpAlias {
-				return spec, nil, errs.New(trellistype.CodeValidation, "the alias %s is Trellis's own: give the table of branch %d another alias", setOpAlias, i+1)
-			}
-		}
-		t := tables[i][0]
-		br := Branch{Where: b.Where, Source: Source{Schema: t.Schema, Table: t.Name, Alias: b.From.Alias, KeyCols: t.KeyCols, KeyTypes: t.KeyTypes}}
-		if len(tables[i]) > 1 {
-			bs, needs, err := Compile(b, tables[i])
-			if err != nil {
-				return spec, nil, errs.New(trellistype.CodeValidation, "branch %d of the set operation: %v", i+1, err)
-			}
-			if (&Plan{Spec: bs}).Full() {
-				return spec, nil, errs.New(trellistype.CodeValidation, "a FULL JOIN, or a RIGHT JOIN after the second table, in branch %d of a set operation is not supported: define that join as a transform and read its target in the branch", i+1)
-			}
-			br.Source, br.Where, br.Semis = bs.Source, bs.Where, bs.Semis
-			br.Source.Reads = bs.Reads
-			for _, j := range bs.JoinList() {
-				br.Joins = append(br.Joins, *j)
-			}
-			joinNeeds[i] = needs
-		}
-		spec.SetOp.Branches = append(spec.SetOp.Branches, br)
+	var joinNeeds [][][]string
+	var err error
+	if spec.SetOp.Branches, joinNeeds, err = compileBranches(branches, tables); err != nil {
+		return spec, nil, err
 	}
 	names := make([]string, len(first.Select))
 	for j, it := range first.Select {
@@ -358,6 +346,44 @@ func CompileSetOp(tree *grammar.SetNode, branches []*grammar.Transform, tables [
 	return spec, needs, nil
 }
 
+// compileBranches compiles each branch's FROM table, or its join as a
+// definition of its own (ON conditions, semi-joins), and returns the old
+// values each joined branch's walks need, by the branch's positions.
+func compileBranches(branches []*grammar.Transform, tables [][]*Table) ([]Branch, [][][]string, error) {
+	first := branches[0]
+	var out []Branch
+	joinNeeds := make([][][]string, len(branches))
+	for i, b := range branches {
+		if len(b.Select) != len(first.Select) {
+			return nil, nil, errs.New(trellistype.CodeValidation, "branch %d of the set operation has %d columns and branch 1 has %d: each branch must select as many", i+1, len(b.Select), len(first.Select))
+		}
+		for _, t := range tables[i] {
+			if t.Alias == setOpAlias {
+				return nil, nil, errs.New(trellistype.CodeValidation, "the alias %s is Trellis's own: give the table of branch %d another alias", setOpAlias, i+1)
+			}
+		}
+		t := tables[i][0]
+		br := Branch{Where: b.Where, Source: Source{Schema: t.Schema, Table: t.Name, Alias: b.From.Alias, KeyCols: t.KeyCols, KeyTypes: t.KeyTypes}}
+		if len(tables[i]) > 1 {
+			bs, needs, err := Compile(b, tables[i])
+			if err != nil {
+				return nil, nil, errs.New(trellistype.CodeValidation, "branch %d of the set operation: %v", i+1, err)
+			}
+			if (&Plan{Spec: bs}).Full() {
+				return nil, nil, errs.New(trellistype.CodeValidation, "a FULL JOIN, or a RIGHT JOIN after the second table, in branch %d of a set operation is not supported: define that join as a transform and read its target in the branch", i+1)
+			}
+			br.Source, br.Where, br.Semis = bs.Source, bs.Where, bs.Semis
+			br.Source.Reads = bs.Reads
+			for _, j := range bs.JoinList() {
+				br.Joins = append(br.Joins, *j)
+			}
+			joinNeeds[i] = needs
+		}
+		out = append(out, br)
+	}
+	return out, joinNeeds, nil
+}
+
 // presence is the HAVING condition of a set operation without ALL: a
 // distinct row is kept when its presence in each branch passes the tree
 // (UNION: in either, INTERSECT: in both, EXCEPT: in the left, not the
@@ -391,7 +417,7 @@ func presence(tree *grammar.SetNode) string {
 // column is NULL in every branch.
 func (p *Plan) setOpFrom() string {
 	so := p.Spec.SetOp
-	marker := p.Spec.Having != ""
+	marker := p.Spec.Having != "" && !so.Over()
 	parts := make([]string, len(so.Branches))
 	for i, b := range so.Branches {
 		var sel []string
@@ -406,10 +432,22 @@ func (p *Plan) setOpFrom() string {
 			}
 			sel = append(sel, expr+" AS "+ident.Quote(c.Name))
 		}
+		if so.Over() {
+			// The set operation's own columns, which the aggregate reads.
+			for j, name := range so.Outputs {
+				sel = append(sel, b.Outs[j]+" AS "+ident.Quote(name))
+			}
+		}
 		for j, k := range p.Spec.Key {
+			if so.Over() {
+				break
+			}
 			out(b.Keys[j], k)
 		}
 		for j, c := range p.Spec.Columns {
+			if so.Over() {
+				break
+			}
 			out(b.Cols[j], c)
 		}
 		if marker {
@@ -455,6 +493,9 @@ func (p *Plan) slotType(c Column) string {
 // give in that branch. Returns the keys as text and their bucket.
 func (p *Plan) AffectedBranch(c Changes, pos, buckets int) string {
 	i, local := p.Spec.SetOp.branchAt(pos)
+	if p.Spec.SetOp.Over() {
+		return p.affectedOver(c, i, local, buckets)
+	}
 	b := p.Spec.SetOp.Branches[i]
 	a := aliasOf(b.Source)
 	// The branch's key expressions, cast to the key's types once the
@@ -574,9 +615,13 @@ func (p *Plan) SetOpKeyReads() ([]KeyRead, string) {
 		bp := &Plan{Spec: b.spec()}
 		srcs := b.sources()
 		outer := srcs[:1+len(b.Joins)]
-		for j, e := range b.Keys {
+		keys := b.Keys
+		if p.Spec.SetOp.Over() {
+			keys = b.Units // an aggregate's groups, as each branch gives them
+		}
+		for j, e := range keys {
 			name := p.Spec.Key[j].Name
-			if p.Spec.SetOp.All && j == 0 {
+			if p.Spec.SetOp.All && !p.Spec.SetOp.Over() && j == 0 {
 				continue // the branch's number
 			}
 			m := keyColumn.FindStringSubmatch(e)
