@@ -185,3 +185,65 @@ func TestAggregatesOverSetOperations(t *testing.T) {
 	require.Equal(t, trellis.CodeValidation, trellis.CodeOf(err))
 	require.Contains(t, err.Error(), "it aggregates over a set operation")
 }
+
+// Aggregates over a UNION ALL go through a schema dump, load, build and
+// stay exact (the view's too); a branch's failing expression quarantines
+// the aggregate's column, naming the group, and a fixed row releases it.
+func TestAggregatesOverSetOperationsDumpAndQuarantine(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE sales (id bigint PRIMARY KEY, region text, amount int NOT NULL);
+CREATE TABLE refunds (id int PRIMARY KEY, region text, amount int NOT NULL);
+CREATE VIEW moves AS SELECT region, amount FROM sales UNION ALL SELECT region, amount FROM refunds`)
+	c := e.engine()
+	defs := []struct{ stmt, target, recompute string }{
+		{`TRANSFORM ratio_sum WITH u AS (SELECT region, 100 / amount AS r FROM sales UNION ALL SELECT region, 10 / amount FROM refunds) FROM u SELECT region, sum(r) AS total, count(*) AS n GROUP BY region`,
+			"ratio_sum", `SELECT region, sum(r) AS total, count(*) AS n FROM (SELECT region, 100 / amount AS r FROM sales UNION ALL SELECT region, 10 / amount FROM refunds) u GROUP BY region`},
+		{`TRANSFORM move_count FROM moves SELECT region, count(*) AS n GROUP BY region`, "move_count",
+			`SELECT region, count(*) AS n FROM moves GROUP BY region`},
+	}
+	for _, d := range defs {
+		_, err := c.Define(e.ctx, d.stmt)
+		require.NoError(t, err, d.stmt)
+	}
+	for _, d := range defs {
+		e.waitState(c, d.target, trellis.StateLive)
+	}
+	res := e.structureDump(c, nil)
+	e2 := e.fresh()
+	e2.load(res.SQL)
+	e2.exec(`INSERT INTO sales SELECT g, 'r' || (g % 4), g % 9 + 1 FROM generate_series(1, 100) g`)
+	e2.exec(`INSERT INTO refunds SELECT g, 'r' || (g % 6), g % 5 + 1 FROM generate_series(1, 60) g`)
+	c2 := e2.connect(trellis.Options{Staging: true, DrainWorkers: 2})
+	for _, d := range defs {
+		e2.waitState(c2, d.target, trellis.StateLive)
+		e2.assertMatches(d.target, d.recompute)
+	}
+	defs2, err := c2.Definitions(e2.ctx)
+	require.NoError(t, err)
+	sources := map[string][]string{}
+	for _, d := range defs2 {
+		sources[d.Target] = d.Sources
+	}
+	require.Equal(t, []string{"public.sales", "public.refunds"}, sources["public.ratio_sum"])
+	require.Equal(t, []string{"public.sales", "public.refunds"}, sources["public.move_count"])
+
+	e2.exec(`INSERT INTO refunds VALUES (500, 'r1', 0)`)
+	e2.converge(c2)
+	q := e2.waitQuarantine(c2, "ratio_sum.total", func(q trellis.QuarantineEntry) bool { return q.State == trellis.StatePaused })
+	require.Contains(t, q.Error, "division by zero")
+	page, err := c2.SampleQuarantined(e2.ctx, "ratio_sum.total", trellis.SampleOptions{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, page.Samples, 1)
+	require.Contains(t, page.Samples[0].Key, "r1")
+	e2.exec(`UPDATE refunds SET amount = 2 WHERE id = 500`)
+	e2.exec(`UPDATE sales SET region = 'gone' WHERE id % 3 = 0`)
+	e2.converge(c2)
+	_, err = c2.Apply(e2.ctx, `RESUME TRANSFORM ratio_sum.total`)
+	require.NoError(t, err)
+	e2.waitState(c2, "ratio_sum", trellis.StateLive)
+	e2.converge(c2)
+	for _, d := range defs {
+		e2.assertMatches(d.target, d.recompute)
+	}
+}

@@ -88,6 +88,25 @@ var goldenCases = []goldenCase{
 		types: map[string]string{"branch": "smallint", "id": "bigint", "name": "text", "i_line": "integer", "c_id": "bigint", "p_id": "bigint"},
 	},
 	{
+		name: "union_all_aggregated",
+		stmt: "TRANSFORM net WITH u AS (SELECT o.customer_id AS cid, o.price FROM orders o WHERE o.status = 'paid' UNION ALL SELECT id, -tier FROM customers) FROM u SELECT cid, sum(price) AS total, count(*) AS n WHERE price <> 0 GROUP BY cid HAVING count(*) > 1",
+		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...), table("public", "customers", "", []string{"id"}, customers...)},
+		types:  map[string]string{"cid": "bigint", "total": "numeric", "n": "bigint"},
+	},
+	{
+		name: "union_all_aggregated_joined",
+		stmt: "TRANSFORM by_name FROM (SELECT c.name, o.price FROM orders o JOIN customers c ON c.id = o.customer_id UNION ALL SELECT title, price FROM products) s SELECT lower(name) AS lname, max(price) AS top GROUP BY lower(name)",
+		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...), table("public", "customers", "c", []string{"id"}, customers...),
+			table("public", "products", "", []string{"id"}, products...)},
+		types: map[string]string{"lname": "text", "top": "numeric"},
+	},
+	{
+		name: "union_all_aggregated_global",
+		stmt: "TRANSFORM total FROM (SELECT price FROM orders UNION ALL SELECT price FROM products) s SELECT sum(price) AS total",
+		tables: []*Table{table("public", "orders", "", []string{"id"}, orders...), table("public", "products", "", []string{"id"}, products...)},
+		types:  map[string]string{"total": "numeric"},
+	},
+	{
 		name: "union_joined_branch",
 		stmt: "TRANSFORM names FROM orders o LEFT JOIN customers c ON c.id = o.customer_id SELECT c.name WHERE o.price > 0 EXCEPT SELECT title FROM products",
 		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...), table("public", "customers", "c", []string{"id"}, customers...),
@@ -577,7 +596,11 @@ func planOf(t *testing.T, c goldenCase) (*Plan, [][]string) {
 		var resolved []*grammar.Transform
 		var byBranch [][]*Table
 		at := 0
-		for _, b := range append([]*grammar.Transform{&first}, tr.SetOp.Branches...) {
+		branches := append([]*grammar.Transform{&first}, tr.SetOp.Branches...)
+		if tr.SetOp.Over {
+			branches = tr.SetOp.Branches
+		}
+		for _, b := range branches {
 			n := 1 + len(b.Joins) + len(b.SubJoins)
 			r, err := Resolve(b, c.tables[at:at+n])
 			require.NoError(t, err)
@@ -585,7 +608,11 @@ func planOf(t *testing.T, c goldenCase) (*Plan, [][]string) {
 			byBranch = append(byBranch, c.tables[at:at+n])
 			at += n
 		}
-		spec, needs, err = CompileSetOp(tr.SetOp.Tree, resolved, byBranch, tr.WithoutSourceIndex)
+		if tr.SetOp.Over {
+			spec, needs, err = CompileSetOpOver(tr.SetOp.Tree, resolved, byBranch, tr)
+		} else {
+			spec, needs, err = CompileSetOp(tr.SetOp.Tree, resolved, byBranch, tr.WithoutSourceIndex)
+		}
 		require.NoError(t, err)
 	} else {
 		tr, err = Resolve(tr, c.tables)
