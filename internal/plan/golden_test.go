@@ -88,8 +88,8 @@ var goldenCases = []goldenCase{
 		types: map[string]string{"branch": "smallint", "id": "bigint", "name": "text", "i_line": "integer", "c_id": "bigint", "p_id": "bigint"},
 	},
 	{
-		name: "union_all_aggregated",
-		stmt: "TRANSFORM net WITH u AS (SELECT o.customer_id AS cid, o.price FROM orders o WHERE o.status = 'paid' UNION ALL SELECT id, -tier FROM customers) FROM u SELECT cid, sum(price) AS total, count(*) AS n WHERE price <> 0 GROUP BY cid HAVING count(*) > 1",
+		name:   "union_all_aggregated",
+		stmt:   "TRANSFORM net WITH u AS (SELECT o.customer_id AS cid, o.price FROM orders o WHERE o.status = 'paid' UNION ALL SELECT id, -tier FROM customers) FROM u SELECT cid, sum(price) AS total, count(*) AS n WHERE price <> 0 GROUP BY cid HAVING count(*) > 1",
 		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...), table("public", "customers", "", []string{"id"}, customers...)},
 		types:  map[string]string{"cid": "bigint", "total": "numeric", "n": "bigint"},
 	},
@@ -101,8 +101,8 @@ var goldenCases = []goldenCase{
 		types: map[string]string{"lname": "text", "top": "numeric"},
 	},
 	{
-		name: "union_all_aggregated_global",
-		stmt: "TRANSFORM total FROM (SELECT price FROM orders UNION ALL SELECT price FROM products) s SELECT sum(price) AS total",
+		name:   "union_all_aggregated_global",
+		stmt:   "TRANSFORM total FROM (SELECT price FROM orders UNION ALL SELECT price FROM products) s SELECT sum(price) AS total",
 		tables: []*Table{table("public", "orders", "", []string{"id"}, orders...), table("public", "products", "", []string{"id"}, products...)},
 		types:  map[string]string{"total": "numeric"},
 	},
