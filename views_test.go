@@ -111,7 +111,7 @@ func TestViewRefusals(t *testing.T) {
 	for _, tc := range []struct{ stmt, msg string }{
 		{`TRANSFORM t FROM barrier SELECT id, x`, "view public.barrier is a security_barrier view"},
 		{`TRANSFORM t FROM invoker SELECT id, x`, "view public.invoker is a security_invoker view"},
-		{`TRANSFORM t FROM unioned SELECT id, x`, `UNION, INTERSECT and EXCEPT are not supported in view "unioned"`},
+		{`TRANSFORM t FROM a JOIN unioned u ON u.id = a.id SELECT a.id, u.x`, `joining view "unioned", a set operation, is not supported`},
 		{`TRANSFORM t FROM limited SELECT id, x`, `LIMIT, OFFSET and FETCH are not supported in view "limited"`},
 		{`TRANSFORM t FROM through_guard SELECT id, x`, "reads table public.guarded, which has row level security"},
 		{`TRANSFORM t FROM a JOIN ranked r ON r.id = a.id SELECT a.id, r.r`, `view "ranked" computes window functions`},
