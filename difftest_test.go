@@ -94,7 +94,8 @@ func TestDifferential(t *testing.T) {
 			g := &diffGen{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), schema: fmt.Sprintf("d%d", executed), icu: icu,
 				alt: rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d)), setops: rand.New(rand.NewPCG(seed, seed^0x2545f4914f6cdd1d)),
 				outer:     rand.New(rand.NewPCG(seed, seed^0x369dea0f31a53f85)),
-				setbranch: rand.New(rand.NewPCG(seed, seed^0x4f1bbcdcbfa53e0b))}
+				setbranch: rand.New(rand.NewPCG(seed, seed^0x4f1bbcdcbfa53e0b)),
+				everyday:  rand.New(rand.NewPCG(seed, seed^0x7c5e2a1d3b9f4e61))}
 			t.Logf("differential case %s: seed %d (replay: go test -run TestDifferential -seed %d; a divergence found becomes a line of testdata/difftest/regressions.txt)", r.name, seed, seed)
 			runDiffCase(t, e, c, g)
 			executed++
@@ -149,6 +150,9 @@ type diffGen struct {
 	// outer draws the RIGHT and FULL JOINs after the second table that
 	// replace some joins of three tables (decision 0039): its own stream.
 	outer *rand.Rand
+	// everyday draws the definitions of everydayDef added to each case
+	// (HAVING, DISTINCT, aggregates without GROUP BY, comma joins, USING).
+	everyday *rand.Rand
 }
 
 func (g *diffGen) pick(xs ...string) string { return xs[g.r.IntN(len(xs))] }
@@ -821,6 +825,19 @@ func runDiffCase(t *testing.T, e *env, c *trellis.Client, g *diffGen) {
 			defs = append(defs, d)
 		}
 	}
+	if g.everyday != nil {
+		// The everyday forms, from their own stream: each is accepted, so
+		// a refusal is a failure.
+		for i, n := 0, everydayDefs(); i < n; i++ {
+			d := g.everydayDef(g.q(fmt.Sprintf("e%d", i)))
+			_, err := c.Define(e.ctx, d.stmt)
+			require.NoError(t, err, d.stmt)
+			if os.Getenv("TRELLIS_DIFF_VERBOSE") != "" {
+				t.Logf("defined: %s", d.stmt)
+			}
+			defs = append(defs, d)
+		}
+	}
 	require.NotEmpty(t, defs)
 	defer func() {
 		for i := len(defs) - 1; i >= 0; i-- {
@@ -860,10 +877,16 @@ func runDiffCase(t *testing.T, e *env, c *trellis.Client, g *diffGen) {
 					e.waitState(c, d.name, trellis.StateLive)
 					convergeRetrying(e, c)
 				} else {
+					if os.Getenv("TRELLIS_DIFF_VERBOSE") != "" {
+						t.Logf("not compared: %s is %s: %s", d.name, st.State, st.PausedReason)
+					}
 					continue
 				}
 			}
 			if st.HeldKeys != nil {
+				if os.Getenv("TRELLIS_DIFF_VERBOSE") != "" {
+					t.Logf("not compared: %s holds keys", d.name)
+				}
 				continue // held keys are reported, not applied
 			}
 			e.assertDiffIdentical(d)
@@ -916,6 +939,9 @@ func (e *env) assertDiffIdentical(d diffDef) {
 	q := fmt.Sprintf(`SELECT (SELECT count(*) FROM (%[1]s EXCEPT ALL %[2]s) a), (SELECT count(*) FROM (%[2]s EXCEPT ALL %[1]s) b)`, rec, tgt)
 	var missing, extra int
 	require.NoError(e.t, e.db.QueryRow(e.ctx, q).Scan(&missing, &extra), q)
+	if os.Getenv("TRELLIS_DIFF_VERBOSE") != "" {
+		e.t.Logf("compared: %s, %s rows", d.name, e.rows("SELECT count(*) FROM " + d.name)[0][0])
+	}
 	if missing > 0 || extra > 0 {
 		lacks := e.rows(fmt.Sprintf("%s EXCEPT ALL %s LIMIT 5", rec, tgt))
 		has := e.rows(fmt.Sprintf("%s EXCEPT ALL %s LIMIT 5", tgt, rec))
