@@ -26,7 +26,9 @@ import (
 // inner and left, grouped by any of them), semi- and anti-joins (EXISTS,
 // NOT EXISTS, IN), set operations (UNION ALL, UNION, INTERSECT, EXCEPT),
 // chains over each kind of target,
-// partitioned sources), over columns of many types, driven by random DML
+// partitioned sources; and, from difftest_everyday_test.go, HAVING, SELECT
+// DISTINCT, aggregates without GROUP BY, comma joins and USING), over
+// columns of many types, driven by random DML
 // (multi-row statements, key changes, NULLs, TRUNCATE, rollbacks) while the
 // workers' connections are killed at random. After convergence every target
 // must equal its recompute, compared for identity: the text form of every
