@@ -3,6 +3,7 @@ package trellis_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -207,4 +208,60 @@ BEGIN %[2]s; RETURN pg_catalog.format('%%s', $1); END $$`, typ, hit(typ+"[]->tex
 		"a cast planted on an array key type ran")
 	require.Equal(t, [][]string{{"false"}}, e.rows(`SELECT is_called FROM public.cast_runs`),
 		"a cast planted on an array key type ran in a subtransaction rolled back since")
+}
+
+// A page of a transform in its initial build is recomputed only up to
+// the build's cursor, which its statements take as parameters of the
+// key's types; a page that fails is diagnosed key by key, cursor
+// included. With a key of an array of another role's enum, the casts
+// that role plants on the array type must not run there either. The
+// build is held after its first page (a trigger on the target refuses
+// the rows past it, as something no row explains), only a drain runs.
+func TestBuildCursorNeverRunsACastPlantedOnAnArrayKeyType(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`GRANT CREATE ON SCHEMA public TO PUBLIC`)
+	planter := e.role("planter")
+	e.as(planter,
+		`CREATE TYPE public.mood AS ENUM ('low', 'mid', 'high')`,
+		`CREATE SEQUENCE public.cast_runs`,
+		`GRANT USAGE ON SEQUENCE public.cast_runs TO PUBLIC`)
+	// Partitioned, so that it is built in pages.
+	e.exec(`CREATE TABLE big (id int, m public.mood[], v int NOT NULL, PRIMARY KEY (id, m)) PARTITION BY RANGE (id)`)
+	e.exec(`CREATE TABLE big_1 PARTITION OF big FOR VALUES FROM (MINVALUE) TO (40001)`)
+	e.exec(`CREATE TABLE big_2 PARTITION OF big FOR VALUES FROM (40001) TO (MAXVALUE)`)
+	e.exec(`INSERT INTO big SELECT g, ARRAY[(enum_range(NULL::public.mood))[1 + g % 3], 'low'], g FROM generate_series(1, 80000) g`)
+	m := e.connect(trellis.Options{})
+	require.NoError(t, m.Migrate(e.ctx))
+	_, err := m.Define(e.ctx, "TRANSFORM big_ratio FROM big SELECT 100 / v AS r")
+	require.NoError(t, err)
+	e.exec(`CREATE FUNCTION hold() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'held' USING ERRCODE = '55000'; END $$`)
+	e.exec(`CREATE TRIGGER hold BEFORE INSERT ON big_ratio FOR EACH ROW WHEN (NEW.id > 60000) EXECUTE FUNCTION hold()`)
+	builder := e.connect(trellis.Options{Staging: true, DrainWorkers: 1})
+	e.pollStatus(builder, "big_ratio", 60*time.Second, 10*time.Millisecond, "the build did not stop at its hold",
+		func(st *trellis.Status) bool { return st.BackfillFailure != nil })
+	require.NoError(t, builder.Close())
+	st := e.rows(`SELECT state, build_cursor IS NOT NULL FROM trellis.transforms`)[0]
+	require.Equal(t, []string{"backfilling", "true"}, st, "the build stopped past its first page")
+
+	hit := `PERFORM pg_catalog.nextval('public.cast_runs')`
+	e.as(planter,
+		`CREATE FUNCTION public.moods_from(text) RETURNS public.mood[] LANGUAGE plpgsql AS $$
+BEGIN `+hit+`;
+RETURN (SELECT r.v FROM pg_catalog.json_to_record(pg_catalog.json_build_object('v', $1)) AS r(v public.mood[])); END $$`,
+		`CREATE FUNCTION public.moods_text(public.mood[]) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN `+hit+`; RETURN pg_catalog.format('%s', $1); END $$`,
+		`CREATE CAST (text AS public.mood[]) WITH FUNCTION public.moods_from(text)`,
+		`CREATE CAST (public.mood[] AS text) WITH FUNCTION public.moods_text(public.mood[])`)
+	drain := e.connect(trellis.Options{DrainWorkers: 1})
+	// Rows the build wrote (up to its cursor), and the row at the cursor
+	// (where the comparison with the cursor reads its array), which now
+	// fails.
+	e.exec(`UPDATE big SET v = v + 1 WHERE id % 1000 = 0 AND id <= 40000`)
+	e.exec(`UPDATE big SET v = 0 WHERE id = (SELECT build_cursor[1]::int FROM trellis.transforms)`)
+	q := e.waitQuarantine(drain, "big_ratio.r", func(q trellis.QuarantineEntry) bool { return q.Rows == 1 })
+	require.Contains(t, q.Error, "division by zero")
+	require.Equal(t, [][]string{{"false"}}, e.rows(`SELECT is_called FROM public.cast_runs`),
+		"a cast planted on an array key type ran")
 }
