@@ -397,15 +397,24 @@ func unnestParams(start int, names, types []string) string {
 	return zipped(params, func(i int) string { return "u." + cols[i] }, elems, anyOwnParam(types))
 }
 
-// KeyParamsTyped reports whether some key parameter of the plan's keyed
-// statements is typed with its key column's own type (see keyParam):
-// text put in its place, as the catalog's diagnosis probe does, would be
-// cast to that type.
+// KeyParamsTyped reports whether text put in place of a parameter of the
+// plan's keyed statements, as the catalog's diagnosis probe does, would
+// be cast to a type outside pg_catalog: a key parameter typed with its
+// key column's own type (see keyParam), or an initial build's cursor
+// value of such a type (cursorCols: a parameter of the key's type, read
+// by its input function when sent as a parameter).
 func (p *Plan) KeyParamsTyped() bool {
 	_, types := p.CheckUnit()
 	for _, t := range types {
 		if ownParam(t) {
 			return true
+		}
+	}
+	if p.Kind() == KindProjection {
+		for _, t := range p.Spec.Source.KeyTypes {
+			if userType(t) {
+				return true
+			}
 		}
 	}
 	return false
