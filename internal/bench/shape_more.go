@@ -31,6 +31,13 @@ const (
 	// = s.customer_id AND c.region = 'none') (an anti-join: no customer's
 	// region is 'none', so every row is in the target).
 	Anti = "anti"
+	// UnionAgg: the groupby shape's source; TRANSFORM bench_tgt WITH u AS
+	// (SELECT grp, v FROM bench_src WHERE v >= 0 UNION ALL SELECT grp, v
+	// FROM bench_src WHERE v < 0) FROM u SELECT grp, sum(v) AS total,
+	// count(*) AS n GROUP BY grp (an aggregate over a UNION ALL in a CTE,
+	// decision 0044: keyed by grp; every row is in the first branch, and
+	// a group is recomputed from both).
+	UnionAgg = "union_agg"
 )
 
 // moreShape is a shape of moreShapes.
@@ -114,10 +121,20 @@ var moreShapes = map[string]moreShape{
 		source:    Join,
 		transform: "TRANSFORM %[1]s FROM %[2]s s SELECT s.v AS v WHERE NOT EXISTS (SELECT 1 FROM %[3]s c WHERE c.id = s.customer_id AND c.region = 'none')",
 	},
+	UnionAgg: {
+		shape: shape{
+			name:       UnionAgg,
+			definition: "SELECT grp, sum(v) AS total, count(*) AS n FROM (SELECT grp, v FROM %[1]s WHERE v >= 0 UNION ALL SELECT grp, v FROM %[1]s WHERE v < 0) u GROUP BY grp",
+			keys:       []string{"grp"}, vals: []string{"total", "n"},
+			pollKey: "grp", pollVal: "total",
+		},
+		source:    GroupBy,
+		transform: "TRANSFORM %[1]s WITH u AS (SELECT grp, v FROM %[2]s WHERE v >= 0 UNION ALL SELECT grp, v FROM %[2]s WHERE v < 0) FROM u SELECT grp, sum(v) AS total, count(*) AS n GROUP BY grp",
+	},
 }
 
 // moreShapeNames lists moreShapes in the order Shapes gives them.
-var moreShapeNames = []string{Distinct, TopKGlobal, Intersect, Except, Anti}
+var moreShapeNames = []string{Distinct, TopKGlobal, Intersect, Except, Anti, UnionAgg}
 
 // more returns the benchmark's shape's moreShapes entry, if it is one.
 func (e *env) more() (moreShape, bool) {
