@@ -32,7 +32,7 @@ var docsSetup = []string{
 var readmeShapes = []string{
 	"projection", "join", "left join", "right join", "full join", "star join", "chain join", "comma join", "`USING`",
 	"EXISTS / IN", "NOT EXISTS / NOT IN", "GROUP BY", "`HAVING`", "`DISTINCT`", "no GROUP BY", "window", "top-k",
-	"top-k per group", "`DISTINCT ON`", "`UNION ALL`", "`UNION` / `INTERSECT` / `EXCEPT`", "derived table", "CTE", "view",
+	"top-k per group", "`DISTINCT ON`", "`UNION ALL`", "`UNION` / `INTERSECT` / `EXCEPT`", "aggregate over `UNION ALL`", "derived table", "CTE", "view",
 }
 
 // docsExamples returns README.md's table of shapes (shape name to example)

@@ -487,7 +487,7 @@ type prober struct {
 func (e *env) prober() *prober {
 	n := e.shape.name
 	m, _ := e.more()
-	return &prober{groups: n == GroupBy || n == Having || n == Global || n == CTE, best: n == DistinctOn || m.pollGroup, all: m.pollAll, global: n == Global, rowV: map[int64]int64{}, total: map[int64]int64{}}
+	return &prober{groups: n == GroupBy || n == Having || n == Global || n == CTE || m.pollSum, best: n == DistinctOn || m.pollGroup, all: m.pollAll, global: n == Global, rowV: map[int64]int64{}, total: map[int64]int64{}}
 }
 
 // wrote records that row id now has v and returns the target key to poll

@@ -60,6 +60,9 @@ type moreShape struct {
 	// rows' greatest v only grows (the written row's old (grp, v) key
 	// leaves the target); pollAll: it reads the whole target as key 0.
 	pollGroup, pollAll bool
+	// pollSum: the latency poller reads the written row's group, whose
+	// total is the sum of its rows' v (as the groupby shape's).
+	pollSum bool
 }
 
 var moreShapes = map[string]moreShape{
@@ -130,6 +133,7 @@ var moreShapes = map[string]moreShape{
 		},
 		source:    GroupBy,
 		transform: "TRANSFORM %[1]s WITH u AS (SELECT grp, v FROM %[2]s WHERE v >= 0 UNION ALL SELECT grp, v FROM %[2]s WHERE v < 0) FROM u SELECT grp, sum(v) AS total, count(*) AS n GROUP BY grp",
+		pollSum:   true,
 	},
 }
 
