@@ -97,7 +97,8 @@ func TestDifferential(t *testing.T) {
 				alt: rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d)), setops: rand.New(rand.NewPCG(seed, seed^0x2545f4914f6cdd1d)),
 				outer:     rand.New(rand.NewPCG(seed, seed^0x369dea0f31a53f85)),
 				setbranch: rand.New(rand.NewPCG(seed, seed^0x4f1bbcdcbfa53e0b)),
-				everyday:  rand.New(rand.NewPCG(seed, seed^0x7c5e2a1d3b9f4e61))}
+				everyday:  rand.New(rand.NewPCG(seed, seed^0x7c5e2a1d3b9f4e61)),
+				winjoin:   rand.New(rand.NewPCG(seed, seed^0x1b873593cc9e2d51))}
 			t.Logf("differential case %s: seed %d (replay: go test -run TestDifferential -seed %d; a divergence found becomes a line of testdata/difftest/regressions.txt)", r.name, seed, seed)
 			runDiffCase(t, e, c, g)
 			executed++
@@ -155,6 +156,9 @@ type diffGen struct {
 	// everyday draws the definitions of everydayDef added to each case
 	// (HAVING, DISTINCT, aggregates without GROUP BY, comma joins, USING).
 	everyday *rand.Rand
+	// winjoin draws the windows, top-k and DISTINCT ON over joins that
+	// replace some joins (decision 0045): its own stream too.
+	winjoin *rand.Rand
 }
 
 func (g *diffGen) pick(xs ...string) string { return xs[g.r.IntN(len(xs))] }
@@ -450,6 +454,9 @@ func (g *diffGen) def(i int, prior []diffDef) diffDef {
 			d.recompute = fmt.Sprintf("SELECT %s, %s FROM %s GROUP BY %s", key, strings.Join(exprs, ", "), from, key)
 			d.kind = "group"
 		}
+		if g.winjoin != nil && g.winjoin.IntN(3) == 0 {
+			d = g.windowJoinDef(d.name)
+		}
 	case "join3", "join3group":
 		// A chain (c joins b) or a star (c joins a), each join inner or
 		// left; c's w is not its key, so rows match many to many.
@@ -491,6 +498,9 @@ func (g *diffGen) def(i int, prior []diffDef) diffDef {
 			d.cols = append([]string{"gk"}, names...)
 			d.recompute = fmt.Sprintf("SELECT %s, %s FROM %s%s GROUP BY %s", key, strings.Join(exprs, ", "), from, w, key)
 			d.kind = "group"
+		}
+		if g.winjoin != nil && g.winjoin.IntN(3) == 0 {
+			d = g.windowJoinDef(d.name)
 		}
 	case "semi":
 		// A semi- or anti-join of a with b (through b's non-key aid) or c
@@ -628,6 +638,85 @@ func (g *diffGen) windowDef(name string) diffDef {
 		d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s a SELECT a.id, a.n, a.k%s ORDER BY a.n DESC NULLS LAST, a.id LIMIT %d", name, g.q("a"), w, k)
 		d.cols = []string{"id", "n", "k"}
 		d.recompute = fmt.Sprintf("SELECT a.id, a.n, a.k FROM %s a%s ORDER BY a.n DESC NULLS LAST, a.id LIMIT %d", g.q("a"), w, k)
+	}
+	return d
+}
+
+// windowJoinDef draws, from the winjoin stream only, a window, a top-k per
+// partition (over a derived table), a DISTINCT ON or a global ORDER BY ...
+// LIMIT over a join of a and b, or of a, b and c, in any mix of inner,
+// LEFT, RIGHT and FULL joins (decision 0045), partitioned by a column of
+// any of the tables. No joined table matches on its key, so the rows' key
+// is every table's (a_id0, b_id0, c_id0), the tie-breaker of every order.
+func (g *diffGen) windowJoinDef(name string) diffDef {
+	r := g.winjoin
+	pick := func(xs ...string) string { return xs[r.IntN(len(xs))] }
+	a, b, c := g.q("a"), g.q("b"), g.q("c")
+	from := pick(
+		fmt.Sprintf("%s a JOIN %s b ON b.aid = a.id", a, b),
+		fmt.Sprintf("%s a LEFT JOIN %s b ON b.aid = a.id", a, b),
+		fmt.Sprintf("%s a FULL JOIN %s b ON b.aid = a.id", a, b),
+		fmt.Sprintf("%s b RIGHT JOIN %s a ON b.aid = a.id", b, a),
+		fmt.Sprintf("%s a JOIN %s b ON b.aid = a.id LEFT JOIN %s c ON c.w = b.w", a, b, c),
+		fmt.Sprintf("%s a LEFT JOIN %s b ON b.aid = a.id JOIN %s c ON c.w = a.g", a, b, c),
+		fmt.Sprintf("%s a JOIN %s b ON b.aid = a.id FULL JOIN %s c ON c.w = b.w", a, b, c),
+	)
+	ids, keys := []string{"a.id AS a_id0", "b.id AS b_id0"}, []string{"a_id0", "b_id0"}
+	order := "a.id, b.id"
+	parts := []string{"a.g", "a.k", "a.e", "b.w", "b.label"}
+	if strings.Contains(from, " c ON ") {
+		ids, keys, order = append(ids, "c.id AS c_id0"), append(keys, "c_id0"), order+", c.id"
+		parts = append(parts, "c.tag", "c.w")
+	}
+	part := pick(parts...)
+	w := pick("", " WHERE a.g > 0", " WHERE b.w IS NOT NULL", " WHERE a.k <> 'bob'")
+	idList, idExprs := strings.Join(ids, ", "), strings.ReplaceAll(strings.ReplaceAll(strings.Join(ids, ", "), " AS a_id0", ""), " AS b_id0", "")
+	idExprs = strings.ReplaceAll(idExprs, " AS c_id0", "")
+	d := diffDef{name: name, kind: "window"}
+	switch pick("window", "whole", "topk", "distincton", "limit") {
+	case "window", "whole":
+		over := "PARTITION BY " + part
+		if r.IntN(4) == 0 {
+			over = ""
+		}
+		fns := [][2]string{
+			{"w_sum", "sum(b.w) OVER (%s)"}, {"w_cnt", "count(*) OVER (%s)"}, {"w_rank", "rank() OVER (%s ORDER BY a.g)"},
+			{"w_rn", "row_number() OVER (%s ORDER BY a.k, " + order + ")"}, {"w_max", "max(a.g) OVER (%s)"},
+			{"w_lag", "lag(b.label) OVER (%s ORDER BY b.w, " + order + ")"}, {"w_dr", "dense_rank() OVER (%s ORDER BY b.w)"},
+		}
+		r.Shuffle(len(fns), func(i, j int) { fns[i], fns[j] = fns[j], fns[i] })
+		fns = fns[:1+r.IntN(3)]
+		var sel, exprs, names []string
+		for _, f := range fns {
+			e := fmt.Sprintf(f[1], over)
+			sel, exprs, names = append(sel, e+" AS "+f[0]), append(exprs, e), append(names, f[0])
+		}
+		if over == "" {
+			d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s SELECT %s, %s%s", name, from, idList, strings.Join(sel, ", "), w)
+			d.cols = append(slices.Clone(keys), names...)
+			d.recompute = fmt.Sprintf("SELECT %s, %s FROM %s%s", idExprs, strings.Join(exprs, ", "), from, w)
+		} else {
+			d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s SELECT %s, %s AS pk, %s%s", name, from, idList, part, strings.Join(sel, ", "), w)
+			d.cols = append(append([]string{"pk"}, keys...), names...)
+			d.recompute = fmt.Sprintf("SELECT %s, %s, %s FROM %s%s", part, idExprs, strings.Join(exprs, ", "), from, w)
+		}
+	case "topk":
+		k := 1 + r.IntN(3)
+		inner := fmt.Sprintf("SELECT %s, %s AS pk, a.n, %s() OVER (PARTITION BY %s ORDER BY a.n DESC NULLS LAST, %s) AS rn FROM %s%s",
+			idList, part, pick("row_number", "rank", "dense_rank"), part, order, from, w)
+		d.stmt = fmt.Sprintf("TRANSFORM %s FROM (%s) s SELECT * WHERE rn <= %d", name, inner, k)
+		d.cols = append(append([]string{"pk"}, keys...), "n", "rn")
+		d.recompute = fmt.Sprintf("SELECT %s FROM (%s) s WHERE rn <= %d", strings.Join(d.cols, ", "), inner, k)
+	case "distincton":
+		d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s SELECT DISTINCT ON (%s) %s AS pk, a.id AS best, b.w AS bw%s ORDER BY %s, a.n DESC, %s",
+			name, from, part, part, w, part, order)
+		d.cols = []string{"pk", "best", "bw"}
+		d.recompute = fmt.Sprintf("SELECT DISTINCT ON (%s) %s, a.id, b.w FROM %s%s ORDER BY %s, a.n DESC, %s", part, part, from, w, part, order)
+	default:
+		k := 1 + r.IntN(6)
+		d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s SELECT %s, a.n, b.label AS bl%s ORDER BY a.n DESC NULLS LAST, %s LIMIT %d", name, from, idList, w, order, k)
+		d.cols = append(slices.Clone(keys), "n", "bl")
+		d.recompute = fmt.Sprintf("SELECT %s, a.n, b.label FROM %s%s ORDER BY a.n DESC NULLS LAST, %s LIMIT %d", idExprs, from, w, order, k)
 	}
 	return d
 }

@@ -172,11 +172,17 @@ func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error 
 			"%s cannot be read by a transform: it has a LEFT JOIN or a RIGHT JOIN, whose key (%s) is NULL on the optional side for rows without a match",
 			up.Target, strings.Join(keys, ", "))
 	}
+	if pl.Kind() == plan.KindWindow && len(up.Spec.Key) > len(up.Spec.Window.Partition) && slices.ContainsFunc(up.Spec.JoinList(), func(j *plan.Join) bool { return j.Left || j.Right || j.Full }) {
+		return errs.New(trellistype.CodeValidation,
+			"%s cannot be read by a transform: it is a window or top-k over an outer join, whose key (%s) is NULL for a table the join leaves out; read its sources instead, or join them with inner joins",
+			up.Target, strings.Join(keys, ", "))
+	}
 	if pl.Kind() == plan.KindAggregate || pl.Kind() == plan.KindWindow {
 		// Only a key that can never be NULL: a NULL group appearing later
 		// would fail the upstream's whole-table rebuilds (a TRUNCATE of
 		// its source), which no key can be blamed for. A window's key is
-		// its PARTITION BY outputs, then its source's key (never NULL).
+		// its PARTITION BY outputs, then its rows' key (never NULL over a table
+		// or an inner join).
 		side := up.Spec.Sources()[up.Spec.GroupPos()]
 		if pl.GroupNullable() && pl.Full() {
 			return errs.New(trellistype.CodeValidation,
@@ -188,7 +194,7 @@ func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error 
 		}
 		unit, clause := up.Spec.GroupBy, "GROUP BY"
 		if w := up.Spec.Window; w != nil {
-			unit, clause, side = w.Partition, "PARTITION BY", up.Spec.Source
+			unit, clause = w.Partition, "PARTITION BY"
 		}
 		for i, g := range unit {
 			m := plainColumn.FindStringSubmatch(g)

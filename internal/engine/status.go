@@ -55,7 +55,9 @@ func neededIndexes(spec plan.Spec) []neededIndex {
 		needs = append(needs, neededIndex{alias: alias(groupSide), exprs: spec.GroupBy})
 	}
 	if w := spec.Window; w != nil && len(w.Partition) > 0 {
-		needs = append(needs, neededIndex{alias: alias(spec.Source), exprs: w.Partition})
+		// The table the PARTITION BY reads (over a join, recorded as the
+		// GROUP BY's).
+		needs = append(needs, neededIndex{alias: alias(spec.Sources()[spec.GroupPos()]), exprs: w.Partition})
 	}
 	sources := spec.Sources()
 	for _, j := range spec.JoinList() {
@@ -99,7 +101,7 @@ func gapsOf(spec plan.Spec) []trellistype.SourceIndexGap {
 		out = append(out, trellistype.SourceIndexGap{Table: table(groupSide), Columns: exprColumns(spec.GroupBy), Role: trellistype.RoleGroupBy})
 	}
 	if w := spec.Window; w != nil && len(w.Partition) > 0 {
-		out = append(out, trellistype.SourceIndexGap{Table: table(spec.Source), Columns: exprColumns(w.Partition), Role: trellistype.RolePartitionBy})
+		out = append(out, trellistype.SourceIndexGap{Table: table(spec.Sources()[spec.GroupPos()]), Columns: exprColumns(w.Partition), Role: trellistype.RolePartitionBy})
 	}
 	sources := spec.Sources()
 	for _, j := range spec.JoinList() {

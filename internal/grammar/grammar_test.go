@@ -392,7 +392,6 @@ func TestParseErrors(t *testing.T) {
 		{"named window", "TRANSFORM t FROM s SELECT a, sum(x) OVER w AS c", Invalid, 1, 30, "sum", "named windows are not supported"},
 		{"nested window", "TRANSFORM t FROM s SELECT a, sum(rank() OVER (ORDER BY a)) OVER () AS c", Invalid, 1, 34, "rank", "cannot be nested"},
 		{"window with GROUP BY", "TRANSFORM t FROM s SELECT a, sum(count(*)) OVER () AS c GROUP BY a", Invalid, 1, 30, "sum", "cannot be combined with GROUP BY"},
-		{"window over a join", "TRANSFORM t FROM s JOIN u ON u.a = s.a SELECT s.a, rank() OVER (ORDER BY s.a) AS r", Invalid, 1, 52, "rank", "over a JOIN are not supported"},
 		{"windows partitioned apart", "TRANSFORM t FROM s SELECT a, rank() OVER (PARTITION BY a ORDER BY b) AS r, sum(x) OVER (PARTITION BY b) AS c", Invalid, 1, 30, "rank", "the same PARTITION BY"},
 		{"ORDER BY without LIMIT", "TRANSFORM t FROM s SELECT a AS b WHERE c ORDER BY a", Invalid, 1, 42, "ORDER", "ORDER BY without LIMIT"},
 		{"LIMIT without ORDER BY", "TRANSFORM t FROM s SELECT a AS b LIMIT 3", Invalid, 1, 34, "LIMIT", "LIMIT without ORDER BY"},

@@ -718,7 +718,7 @@ var ranks = map[string]bool{"row_number": true, "rank": true, "dense_rank": true
 // output's name and the limit k, or "" when the statement is not one.
 func (m *inliner) topK(t *Transform, d *derivedRef, fail func(string) *Error) (string, int64, *Error) {
 	in := m.inner
-	if len(in.Windows) == 0 || t.Where == "" || d.slot != 0 || len(t.Joins) > 0 || len(in.Joins) > 0 || t.Aggregated() || t.Distinct {
+	if len(in.Windows) == 0 || t.Where == "" || d.slot != 0 || len(t.Joins) > 0 || t.Aggregated() || t.Distinct {
 		return "", 0, nil
 	}
 	cond, err := parseExpr(t.Where)

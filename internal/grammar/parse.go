@@ -976,13 +976,11 @@ func swapRight(t *Transform) {
 }
 
 // checkWindows applies the rules of window functions: they make one row
-// per source row of one table, so no GROUP BY, HAVING, aggregates,
-// DISTINCT or JOIN; and every call partitions alike, since a change
+// per row of the FROM clause (a table or a join), so no GROUP BY, HAVING,
+// aggregates or DISTINCT; and every call partitions alike, since a change
 // recomputes the partitions its rows were and are in.
 func (p *stmtParser) checkWindows(t *Transform, at int) *Error {
 	switch {
-	case len(t.Joins) > 0:
-		return p.errAtByte(Invalid, at, "window functions over a JOIN are not supported: define the join as a transform and the window over its target", "")
 	case t.Aggregated():
 		return p.errAtByte(Invalid, at, "window functions cannot be combined with GROUP BY, HAVING or aggregates in a transform: define the aggregate as a transform and the window over its target", "")
 	case t.Distinct:
@@ -998,7 +996,7 @@ func (p *stmtParser) checkWindows(t *Transform, at int) *Error {
 
 // checkOrder applies the rules of DISTINCT ON, ORDER BY and LIMIT: ORDER
 // BY keeps the top LIMIT rows, or picks each DISTINCT ON row, over one
-// table without aggregates or window functions. The token positions are
+// table or join without aggregates or window functions. The token positions are
 // -1 for an absent clause.
 func (p *stmtParser) checkOrder(t *Transform, orderAt, limitAt, windowAt int, orderExprs []string) *Error {
 	if len(t.DistinctOn) == 0 && orderAt < 0 && limitAt < 0 {
@@ -1019,8 +1017,6 @@ func (p *stmtParser) checkOrder(t *Transform, orderAt, limitAt, windowAt int, or
 		return p.errAt(Invalid, limitAt, "LIMIT without ORDER BY keeps arbitrary rows: add ORDER BY, with the key as a tie-breaker")
 	}
 	switch {
-	case len(t.Joins) > 0:
-		return p.errAt(Invalid, at, what+" over a JOIN is not supported: define the join as a transform and this over its target")
 	case t.Aggregated():
 		return p.errAt(Invalid, at, what+" cannot be combined with GROUP BY, HAVING or aggregates in a transform")
 	case windowAt >= 0:

@@ -48,3 +48,22 @@ func TestTopKOverDerivedTable(t *testing.T) {
 		require.ErrorContains(t, err, c.msg, c.stmt)
 	}
 }
+
+// Window functions, top-k (per group over a derived table, global) and
+// DISTINCT ON read a join as they read a table (decision 0045): the
+// statement parses with its joins, and a derived table joining tables
+// keeps its filter on the rank apart.
+func TestWindowsOverJoins(t *testing.T) {
+	t.Parallel()
+	tr := parseTransform(t, `TRANSFORM t FROM s JOIN u ON u.a = s.a SELECT s.a, rank() OVER (PARTITION BY u.g ORDER BY s.a) AS r`)
+	require.Len(t, tr.Joins, 1)
+	require.Equal(t, []ColumnRef{col("u", "g")}, tr.Windows[0].PartitionColumns)
+	tr = parseTransform(t, `TRANSFORM t FROM (SELECT s.k, u.g, row_number() OVER (PARTITION BY u.g ORDER BY s.k) AS rn FROM s JOIN u ON u.a = s.a) d SELECT * WHERE rn <= 2`)
+	require.Equal(t, "rn", tr.RankOutput)
+	require.Equal(t, int64(2), tr.Limit)
+	require.Len(t, tr.Joins, 1)
+	tr = parseTransform(t, `TRANSFORM t FROM s LEFT JOIN u ON u.a = s.a SELECT s.k, u.g ORDER BY u.g, s.k LIMIT 3`)
+	require.Equal(t, int64(3), tr.Limit)
+	tr = parseTransform(t, `TRANSFORM t FROM s JOIN u ON u.a = s.a SELECT DISTINCT ON (u.g) u.g, s.k ORDER BY u.g, s.k`)
+	require.Equal(t, []string{"u.g"}, tr.DistinctOn)
+}

@@ -259,10 +259,14 @@ func compileGrouped(spec *Spec, s *grammar.Transform, tables []*Table, need func
 // compileWindow sets the key and columns of a transform with window
 // functions, top-k (ORDER BY ... LIMIT) or DISTINCT ON: keyed by its
 // partition's outputs (PARTITION BY, DISTINCT ON) then, unless a partition
-// keeps one row (DISTINCT ON), the source's key; recomputed a partition at
-// a time.
+// keeps one row (DISTINCT ON), the key of its rows (the source's, or over
+// a join what tells the join's rows apart, see rowKeys); recomputed a
+// partition at a time. Over a join, the partition reads one of its tables
+// (as a GROUP BY over a join does), whose position is recorded as the
+// GROUP BY's (GroupJoined, GroupTable).
 func compileWindow(spec *Spec, s *grammar.Transform, tables []*Table, need func(int, string)) error {
 	from := tables[0]
+	keys := rowKeys(spec, tables)
 	var partition []string
 	var partCols []grammar.ColumnRef
 	what := "PARTITION BY"
@@ -279,7 +283,7 @@ func compileWindow(spec *Spec, s *grammar.Transform, tables []*Table, need func(
 			}
 			spec.Window.Rank, spec.Window.Limit = s.Select[idx].Expr, s.Limit
 		}
-		if err := windowsDeterministic(s, from, tables); err != nil {
+		if err := windowsDeterministic(s, keys, tables); err != nil {
 			return err
 		}
 	case len(s.DistinctOn) > 0:
@@ -288,24 +292,36 @@ func compileWindow(spec *Spec, s *grammar.Transform, tables []*Table, need func(
 		if len(partCols) == 0 {
 			return errs.New(trellistype.CodeValidation, "DISTINCT ON needs an expression that reads a column")
 		}
-		order, err := orderItems(s, tables, append(slices.Clone(s.OrderByPlain), s.DistinctOnPlain...), "DISTINCT ON ... ORDER BY")
+		order, err := orderItems(s, tables, keys, append(slices.Clone(s.OrderByPlain), s.DistinctOnPlain...), "DISTINCT ON ... ORDER BY")
 		if err != nil {
 			return err
 		}
 		spec.Window = &Window{Partition: partition, Limit: 1,
 			Rank: "row_number() OVER (PARTITION BY " + strings.Join(partition, ", ") + " ORDER BY " + order + ")"}
 	default:
-		order, err := orderItems(s, tables, s.OrderByPlain, "ORDER BY ... LIMIT")
+		order, err := orderItems(s, tables, keys, s.OrderByPlain, "ORDER BY ... LIMIT")
 		if err != nil {
 			return err
 		}
 		spec.Window = &Window{Limit: s.Limit, Rank: "row_number() OVER (ORDER BY " + order + ")"}
 	}
+	partPos := -1
 	for _, c := range partCols {
-		if _, err := tableOf(c, tables); err != nil {
+		i, err := tableOf(c, tables)
+		if err != nil {
 			return err
 		}
-		need(0, c.Column)
+		if partPos >= 0 && i != partPos {
+			return errs.New(trellistype.CodeValidation,
+				"the %s expressions of a window over a JOIN must all read columns of one of its tables (%s and %s here): a change finds the partitions it touches through the join's columns, as for a GROUP BY over a join",
+				what, tables[partPos].Alias, tables[i].Alias)
+		}
+		partPos = i
+		need(i, c.Column)
+	}
+	spec.GroupJoined = partPos == 1
+	if partPos >= 2 {
+		spec.GroupTable = partPos
 	}
 	used := map[int]bool{}
 	for _, p := range partition {
@@ -325,15 +341,82 @@ func compileWindow(spec *Spec, s *grammar.Transform, tables []*Table, need func(
 		}
 		return nil
 	}
-	return keyAndColumns(spec, s, from, tables, used)
+	return keyAndColumns(spec, s, from, tables, keys, used)
+}
+
+// keyRef is one key column of a table of a definition, by position.
+type keyRef struct {
+	pos int
+	col string
+}
+
+// rowKeys are the key columns that tell apart the rows a window's FROM
+// clause yields: the FROM table's key; over a join, also the key of each
+// joined table whose ON does not compare its whole key (one that does
+// matches at most one row of the table before it, so the rows before it
+// decide it). Under a FULL JOIN or a RIGHT JOIN after the second table a
+// row may lack the tables before it: every table's key is needed.
+func rowKeys(spec *Spec, tables []*Table) []keyRef {
+	var out []keyRef
+	for _, k := range tables[0].KeyCols {
+		out = append(out, keyRef{0, k})
+	}
+	joins := spec.JoinList()
+	outer := slices.ContainsFunc(joins, func(j *Join) bool { return j.Full || j.Right })
+	for i, j := range joins {
+		covered := !outer
+		for _, k := range j.Source.KeyCols {
+			if !slices.ContainsFunc(j.On, func(on JoinOn) bool { return on.Joined == k }) {
+				covered = false
+			}
+		}
+		if covered {
+			continue
+		}
+		for _, k := range tables[i+1].KeyCols {
+			out = append(out, keyRef{i + 1, k})
+		}
+	}
+	return out
+}
+
+// keysText is keys as a tie-breaker to add to ORDER BY: the FROM table's
+// key columns as they are named, or over a join qualified by the tables'
+// aliases.
+func keysText(keys []keyRef, tables []*Table) string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k.col
+		if len(tables) > 1 {
+			out[i] = tables[k.pos].Alias + "." + k.col
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// ordersBy reports whether the plain columns of an ORDER BY include every
+// column of keys (a total order of the rows).
+func ordersBy(plain []*grammar.ColumnRef, keys []keyRef, tables []*Table) bool {
+	for _, k := range keys {
+		if !slices.ContainsFunc(plain, func(c *grammar.ColumnRef) bool {
+			if c == nil || c.Column != k.col {
+				return false
+			}
+			i, err := tableOf(*c, tables)
+			return err == nil && i == k.pos
+		}) {
+			return false
+		}
+	}
+	return true
 }
 
 // orderItems checks that ORDER BY is a total order, so that the rows it
 // keeps are the ones a fresh recompute keeps: the plain columns among
-// it (and DISTINCT ON's) include the source's key. It returns ORDER BY as
+// it (and DISTINCT ON's) include the rows' key (keys). It returns ORDER BY as
 // SQL, an item naming an output (not a column) replaced by the output's
 // expression, as PostgreSQL reads it.
-func orderItems(s *grammar.Transform, tables []*Table, plain []*grammar.ColumnRef, what string) (string, error) {
+func orderItems(s *grammar.Transform, tables []*Table, keys []keyRef, plain []*grammar.ColumnRef, what string) (string, error) {
 	from := tables[0]
 	plain = slices.Clone(plain)
 	items := slices.Clone(s.OrderBy)
@@ -341,7 +424,7 @@ func orderItems(s *grammar.Transform, tables []*Table, plain []*grammar.ColumnRe
 		if c == nil || c.Qualifier != "" {
 			continue
 		}
-		if _, ok := from.Columns[c.Column]; ok {
+		if slices.ContainsFunc(tables, func(t *Table) bool { _, ok := t.Columns[c.Column]; return ok }) {
 			continue
 		}
 		if idx := slices.IndexFunc(s.Select, func(it grammar.SelectItem) bool { return it.Name == c.Column }); idx >= 0 {
@@ -355,8 +438,10 @@ func orderItems(s *grammar.Transform, tables []*Table, plain []*grammar.ColumnRe
 			}
 			items[i] = "(" + e + ")" + rest
 			plain[i] = nil // an expression, unless it is exactly a column
-			if it := s.Select[idx]; len(it.Columns) == 1 && isColumn(it, from, it.Columns[0].Column, tables) {
-				plain[i] = &it.Columns[0]
+			if it := s.Select[idx]; len(it.Columns) == 1 {
+				if t, err := tableOf(it.Columns[0], tables); err == nil && isColumn(it, tables[t], it.Columns[0].Column, tables) {
+					plain[i] = &it.Columns[0]
+				}
 			}
 			continue
 		}
@@ -367,18 +452,10 @@ func orderItems(s *grammar.Transform, tables []*Table, plain []*grammar.ColumnRe
 			return "", err
 		}
 	}
-	for _, k := range from.KeyCols {
-		if !slices.ContainsFunc(plain, func(c *grammar.ColumnRef) bool {
-			if c == nil || c.Column != k {
-				return false
-			}
-			i, err := tableOf(*c, tables)
-			return err == nil && i == 0
-		}) {
-			return "", errs.New(trellistype.CodeValidation,
-				"%s leaves rows that tie on ORDER BY in an arbitrary order, so the target could differ from a fresh recompute: add the key as a tie-breaker (ORDER BY ..., %s)",
-				what, strings.Join(from.KeyCols, ", "))
-		}
+	if !ordersBy(plain, keys, tables) {
+		return "", errs.New(trellistype.CodeValidation,
+			"%s leaves rows that tie on ORDER BY in an arbitrary order, so the target could differ from a fresh recompute: add the key as a tie-breaker (ORDER BY ..., %s)",
+			what, keysText(keys, tables))
 	}
 	return strings.Join(items, ", "), nil
 }
@@ -395,13 +472,18 @@ func orderColumns(s *grammar.Transform, tables []*Table) []grammar.ColumnRef {
 	return out
 }
 
-// keyAndColumns appends the source's key to a window transform's key (a
-// selected key column serves as it, else a column of the key's name is
-// added) and sets the other outputs as its columns.
-func keyAndColumns(spec *Spec, s *grammar.Transform, from *Table, tables []*Table, used map[int]bool) error {
-	for _, k := range from.KeyCols {
+// keyAndColumns appends the rows' key (keys, see rowKeys) to a window
+// transform's key (a selected key column serves as it, else a column is
+// added: of the key's name for one table, <alias>_<column> over a join)
+// and sets the other outputs as its columns.
+func keyAndColumns(spec *Spec, s *grammar.Transform, from *Table, tables []*Table, keys []keyRef, used map[int]bool) error {
+	for _, kr := range keys {
+		t, k := tables[kr.pos], kr.col
 		name := k
-		idx := slices.IndexFunc(s.Select, func(it grammar.SelectItem) bool { return isColumn(it, from, k, tables) })
+		if len(tables) > 1 {
+			name = t.Alias + "_" + k
+		}
+		idx := slices.IndexFunc(s.Select, func(it grammar.SelectItem) bool { return isColumn(it, t, k, tables) })
 		switch {
 		case idx >= 0 && used[idx]:
 			continue // a PARTITION BY output that is the key column: it is in the key already
@@ -409,9 +491,13 @@ func keyAndColumns(spec *Spec, s *grammar.Transform, from *Table, tables []*Tabl
 			used[idx] = true
 			name = s.Select[idx].Name
 		case slices.ContainsFunc(s.Select, func(it grammar.SelectItem) bool { return it.Name == name }):
-			return errs.New(trellistype.CodeValidation, "column %s is taken: the target needs it for the key column %s; select the key column as it is instead", name, k)
+			what := k
+			if len(tables) > 1 {
+				what = t.Alias + "." + k
+			}
+			return errs.New(trellistype.CodeValidation, "column %s is taken: the target needs it for the key column %s; select the key column as it is instead", name, what)
 		}
-		spec.Key = append(spec.Key, Column{Name: name, Expr: ident.Quote(from.Alias) + "." + ident.Quote(k)})
+		spec.Key = append(spec.Key, Column{Name: name, Expr: ident.Quote(t.Alias) + "." + ident.Quote(k)})
 	}
 	for i, it := range s.Select {
 		if !used[i] {
@@ -432,29 +518,17 @@ var orderInsensitive = map[string]bool{
 
 // windowsDeterministic refuses a window function whose result could
 // differ from a fresh recompute's: one that depends on the order of rows
-// its ORDER BY leaves tied, unless the ORDER BY includes the source's key
-// (a total order).
-func windowsDeterministic(s *grammar.Transform, from *Table, tables []*Table) error {
+// its ORDER BY leaves tied, unless the ORDER BY includes the rows' key
+// (keys, see rowKeys: a total order).
+func windowsDeterministic(s *grammar.Transform, keys []keyRef, tables []*Table) error {
 	for _, w := range s.Windows {
 		if orderInsensitive[w.Func] && !w.Rows {
 			continue
 		}
-		total := true
-		for _, k := range from.KeyCols {
-			if !slices.ContainsFunc(w.OrderColumns, func(c *grammar.ColumnRef) bool {
-				if c == nil || c.Column != k {
-					return false
-				}
-				i, err := tableOf(*c, tables)
-				return err == nil && i == 0
-			}) {
-				total = false
-			}
-		}
-		if !total {
+		if !ordersBy(w.OrderColumns, keys, tables) {
 			return errs.New(trellistype.CodeValidation,
 				"%s(...) OVER (...) in column %s depends on the order of rows that tie on its ORDER BY, so the target could differ from a fresh recompute: add the key as a tie-breaker (ORDER BY ..., %s)",
-				w.Func, w.Output, strings.Join(from.KeyCols, ", "))
+				w.Func, w.Output, keysText(keys, tables))
 		}
 	}
 	return nil

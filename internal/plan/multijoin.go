@@ -75,10 +75,19 @@ func (p *Plan) nullable(pos int) bool {
 // from a result row (NULL-extended by an outer join).
 func (p *Plan) MayBeMissing(pos int) bool { return p.nullable(pos) }
 
-// GroupNullable reports whether an aggregate over a join groups by a
-// table whose row can be missing (LEFT JOIN), so its group can be NULL.
+// GroupNullable reports whether an aggregate over a join groups (or a
+// window over a join partitions) by a table whose row can be missing
+// (LEFT JOIN), so its group can be NULL.
 func (p *Plan) GroupNullable() bool {
-	return len(p.Spec.GroupBy) > 0 && p.Spec.Join != nil && p.nullable(p.Spec.GroupPos())
+	partitioned := p.Spec.Window != nil && len(p.Spec.Window.Partition) > 0
+	return (len(p.Spec.GroupBy) > 0 || partitioned) && p.Spec.Join != nil && p.nullable(p.Spec.GroupPos())
+}
+
+// unitIsGroup says the target's unit is a group of rows (an aggregate's
+// group, a window's partition), found from the changed rows, not their
+// key.
+func (p *Plan) unitIsGroup() bool {
+	return p.Kind() == KindAggregate || p.Kind() == KindWindow
 }
 
 // treePath is the positions from a to b along the join tree, both included.
@@ -138,12 +147,13 @@ func (p *Plan) images(c Changes, pos int) string {
 }
 
 // unitAt is the position whose values make the target's unit, and their
-// expressions: a projection's or join's FROM key, an aggregate's GROUP BY.
+// expressions: a projection's or join's FROM key, an aggregate's GROUP BY,
+// a window's PARTITION BY.
 func (p *Plan) unitAt() (int, []string) {
-	if p.Kind() != KindAggregate {
+	if !p.unitIsGroup() {
 		return 0, p.srcKey()
 	}
-	return p.Spec.GroupPos(), p.Spec.GroupBy
+	return p.Spec.GroupPos(), p.unitExprs()
 }
 
 // AffectedAt finds the target's units (a join's FROM keys, an aggregate's
@@ -156,18 +166,18 @@ func (p *Plan) unitAt() (int, []string) {
 // their bucket, or "" when the changed keys are the units themselves (a
 // join's FROM table).
 func (p *Plan) AffectedAt(c Changes, pos, buckets int) string {
-	if p.Spec.Global {
+	if p.oneUnit() {
 		return p.AffectedGroups(c, false, buckets)
 	}
 	if p.FullUnits() {
 		return p.fullAffected(c, pos, buckets)
 	}
 	at, exprs := p.unitAt()
-	if pos == at && p.Kind() != KindAggregate {
+	if pos == at && !p.unitIsGroup() {
 		return ""
 	}
 	_, types := p.CheckUnit()
-	return p.walkUnits(c, pos, at, exprs, types, p.Kind() == KindAggregate && p.nullable(at), buckets)
+	return p.walkUnits(c, pos, at, exprs, types, p.unitIsGroup() && p.nullable(at), buckets)
 }
 
 // walkUnits is AffectedAt's query: the values of exprs (of the table at

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/trellis-pg/trellis/internal/ident"
@@ -405,8 +406,10 @@ func (p *Plan) keyNullable(i int, withNulls bool) bool {
 		// other branches' rows and under a LEFT JOIN.
 		return true
 	}
-	// A window's key past its partition is the FROM table's key.
-	return false
+	// A window's key past its partition is its rows' key: the FROM
+	// table's, never NULL, and over a join the joined tables' too, NULL
+	// for a table an outer join leaves out (see rowKeys).
+	return slices.ContainsFunc(p.Spec.JoinList(), func(j *Join) bool { return j.Left || j.Right || j.Full })
 }
 
 // groupsParts are the groups CTE of an aggregate's keyed recompute and the
