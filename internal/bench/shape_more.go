@@ -38,6 +38,13 @@ const (
 	// decision 0044: keyed by grp; every row is in the first branch, and
 	// a group is recomputed from both).
 	UnionAgg = "union_agg"
+	// WindowJoin: the join's tables; TRANSFORM bench_tgt FROM bench_src s
+	// JOIN bench_customers c ON c.id = s.customer_id SELECT c.id AS cid,
+	// s.id AS id, s.v AS v, sum(s.v) OVER (PARTITION BY c.id) AS total (a
+	// window over a join partitioned by the joined table, decision 0045:
+	// keyed by cid, id; a change recomputes its customer's partition, 100
+	// rows at 1M rows).
+	WindowJoin = "window_join"
 )
 
 // moreShape is a shape of moreShapes.
@@ -135,10 +142,22 @@ var moreShapes = map[string]moreShape{
 		transform: "TRANSFORM %[1]s WITH u AS (SELECT grp, v FROM %[2]s WHERE v >= 0 UNION ALL SELECT grp, v FROM %[2]s WHERE v < 0) FROM u SELECT grp, sum(v) AS total, count(*) AS n GROUP BY grp",
 		pollSum:   true,
 	},
+	WindowJoin: {
+		shape: shape{
+			name:       WindowJoin,
+			definition: "SELECT c.id AS cid, s.id AS id, s.v AS v, sum(s.v) OVER (PARTITION BY c.id) AS total FROM %[1]s s JOIN %[2]s c ON c.id = s.customer_id",
+			keys:       []string{"cid", "id"}, vals: []string{"v", "total"},
+			// customer_id = id % 10,000 + 1: the poller finds the row
+			// through the target's key index, which cid leads.
+			pollKey: "id", pollVal: "v", pollPrefix: [][2]string{{"cid", fmt.Sprintf("p.x %% %d + 1", shapeCustomers)}},
+		},
+		source:    Join,
+		transform: "TRANSFORM %[1]s FROM %[2]s s JOIN %[3]s c ON c.id = s.customer_id SELECT c.id AS cid, s.id AS id, s.v AS v, sum(s.v) OVER (PARTITION BY c.id) AS total",
+	},
 }
 
 // moreShapeNames lists moreShapes in the order Shapes gives them.
-var moreShapeNames = []string{Distinct, TopKGlobal, Intersect, Except, Anti, UnionAgg}
+var moreShapeNames = []string{Distinct, TopKGlobal, Intersect, Except, Anti, UnionAgg, WindowJoin}
 
 // more returns the benchmark's shape's moreShapes entry, if it is one.
 func (e *env) more() (moreShape, bool) {
