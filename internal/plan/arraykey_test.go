@@ -80,3 +80,58 @@ FROM public.arr WHERE v % 40 = 0`).Scan(&keys))
 	require.Contains(t, scans, "arr_pkey", "%s", raw)
 	require.Contains(t, scans, "by_arr_pkey", "%s", raw)
 }
+
+// TestArrayOfUserTypeGroupFoundByIndex: the same for an aggregate grouped
+// by an array of a domain of another schema's: a page's groups are found
+// through the source's index on the grouped column and the target's key
+// index.
+func TestArrayOfUserTypeGroupFoundByIndex(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pl, _ := planOf(t, goldenCase{
+		name:   "array_group",
+		stmt:   "TRANSFORM by_tags FROM tagged SELECT tags, sum(v) AS s GROUP BY tags",
+		tables: []*Table{table("public", "tagged", "", []string{"id"}, "id integer", "tags app.posint[]", "v integer")},
+		types:  map[string]string{"tags": "app.posint[]", "s": "bigint"},
+	})
+	recompute := pl.RecomputeGroups(false)
+	require.Len(t, recompute, 1)
+	require.NotContains(t, recompute[0], "::app.posint[]", "the group is cast from text")
+	url := testsupport.Database(t)
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer func() { _ = conn.Close(context.Background()) }()
+	exec := func(q string) {
+		t.Helper()
+		_, err := conn.Exec(ctx, q)
+		require.NoError(t, err, q)
+	}
+	exec("CREATE SCHEMA app")
+	exec("CREATE DOMAIN app.posint AS integer CHECK (VALUE > 0)")
+	exec("CREATE TABLE public.tagged (id integer PRIMARY KEY, tags app.posint[] NOT NULL, v integer NOT NULL)")
+	exec("CREATE INDEX ON public.tagged (tags)")
+	exec(`INSERT INTO public.tagged SELECT g, ARRAY[1 + g % 5000, 1 + g % 7]::app.posint[], g FROM generate_series(1, 50000) g`)
+	for _, q := range strings.Split(pl.CreateShapeTarget(), ";\n") {
+		exec(q)
+	}
+	for _, q := range pl.ShapeResync() {
+		exec(q)
+	}
+	exec("ANALYZE public.tagged")
+	exec("ANALYZE public.by_tags")
+	exec("SET search_path = pg_catalog, pg_temp")
+	exec("SET plan_cache_mode = force_generic_plan")
+	exec("PREPARE r AS " + recompute[0])
+	// Every 50th group, as the text capture records: a text[] literal.
+	var groups string
+	require.NoError(t, conn.QueryRow(ctx, `SELECT pg_catalog.quote_literal(pg_catalog.array_agg(DISTINCT pg_catalog.format('%s', tags))::text)
+FROM public.tagged WHERE id % 50 = 0`).Scan(&groups))
+	var raw []byte
+	require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) EXECUTE r("+groups+")").Scan(&raw))
+	var plan []map[string]any
+	require.NoError(t, json.Unmarshal(raw, &plan))
+	scans := indexScans(plan[0]["Plan"].(map[string]any))
+	require.Contains(t, scans, "tagged_tags_idx", "%s", raw)
+	require.Contains(t, scans, "by_tags_tags_idx", "%s", raw) // the target key's unique index
+}
