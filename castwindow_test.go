@@ -265,3 +265,89 @@ BEGIN `+hit+`; RETURN pg_catalog.format('%s', $1); END $$`,
 	require.Equal(t, [][]string{{"false"}}, e.rows(`SELECT is_called FROM public.cast_runs`),
 		"a cast planted on an array key type ran")
 }
+
+// A domain of another role's over citext (whose = is the extension's,
+// outside pg_catalog): its groups and keys are compared as citext, and
+// the domain's owner owns its array type, so may create casts between
+// that and citext[] or text. Grouped and keyed on it, with a NULL group
+// and a row that fails a column, the drain must run none of them.
+func TestDrainNeverRunsACastPlantedOnADomainOverCitext(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	var avail bool
+	require.NoError(t, e.db.QueryRow(e.ctx, `SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'citext')`).Scan(&avail))
+	if !avail {
+		t.Skip("the citext extension is not installed on this server (Debian: postgresql-contrib)")
+	}
+	e.exec(`CREATE SCHEMA ext`)
+	e.exec(`CREATE EXTENSION citext SCHEMA ext`)
+	e.exec(`GRANT USAGE ON SCHEMA ext TO PUBLIC`)
+	e.exec(`GRANT CREATE ON SCHEMA public TO PUBLIC`)
+	planter := e.role("planter")
+	e.as(planter,
+		`CREATE DOMAIN public.email AS ext.citext`,
+		`CREATE TABLE public.hits (who text, what text)`,
+		`GRANT INSERT ON public.hits TO PUBLIC`,
+		`CREATE SEQUENCE public.cast_runs`,
+		`GRANT USAGE ON SEQUENCE public.cast_runs TO PUBLIC`)
+	e.exec(`CREATE TABLE mail (id int PRIMARY KEY, addr public.email, v int NOT NULL)`)
+	e.exec(`CREATE INDEX ON mail (addr)`)
+	e.exec(`CREATE TABLE boxes (addr public.email PRIMARY KEY, v int NOT NULL)`)
+	e.exec(`INSERT INTO mail SELECT i, CASE WHEN i % 5 = 0 THEN 'A' || (i % 4) ELSE 'a' || (i % 4) END, i FROM generate_series(1, 40) i`)
+	e.exec(`INSERT INTO boxes SELECT 'box' || i, i FROM generate_series(1, 20) i`)
+	writer := e.role("writer", "GRANT SELECT, INSERT, UPDATE, DELETE ON mail, boxes TO %s")
+	defs := map[string]string{
+		"by_addr":  "SELECT addr::text, sum(v) AS s, count(*) AS n FROM mail GROUP BY addr",
+		"boxes_of": "SELECT addr::text, v + 1 AS w FROM boxes",
+	}
+	builder := e.engine()
+	for _, d := range []string{
+		"TRANSFORM by_addr FROM mail SELECT addr AS addr, sum(v) AS s, count(*) AS n GROUP BY addr",
+		"TRANSFORM boxes_of FROM boxes SELECT addr AS addr, v + 1 AS w",
+		"TRANSFORM boxes_ratio FROM boxes SELECT addr AS addr, 100 / v AS r",
+	} {
+		_, err := builder.Define(e.ctx, d)
+		require.NoError(t, err, d)
+	}
+	for _, target := range []string{"by_addr", "boxes_of", "boxes_ratio"} {
+		e.waitState(builder, target, trellis.StateLive)
+	}
+	require.NoError(t, builder.Close())
+	drain := e.connect(trellis.Options{DrainWorkers: 2})
+
+	hit := func(what string) string {
+		return fmt.Sprintf(`PERFORM pg_catalog.nextval('public.cast_runs'); INSERT INTO public.hits VALUES (current_user, '%s')`, what)
+	}
+	e.as(planter,
+		`CREATE FUNCTION public.emails_citext(public.email[]) RETURNS ext.citext[] LANGUAGE plpgsql AS $$
+BEGIN `+hit("email[]->citext[]")+`; RETURN (SELECT pg_catalog.array_agg(x::ext.citext) FROM pg_catalog.unnest($1) x); END $$`,
+		`CREATE FUNCTION public.citext_emails(ext.citext[]) RETURNS public.email[] LANGUAGE plpgsql AS $$
+BEGIN `+hit("citext[]->email[]")+`; RETURN (SELECT pg_catalog.array_agg(x::public.email) FROM pg_catalog.unnest($1) x); END $$`,
+		`CREATE FUNCTION public.emails_from(text) RETURNS public.email[] LANGUAGE plpgsql AS $$
+BEGIN `+hit("text->email[]")+`;
+RETURN (SELECT r.v FROM pg_catalog.json_to_record(pg_catalog.json_build_object('v', $1)) AS r(v public.email[])); END $$`,
+		`CREATE CAST (public.email[] AS ext.citext[]) WITH FUNCTION public.emails_citext(public.email[])`,
+		`CREATE CAST (ext.citext[] AS public.email[]) WITH FUNCTION public.citext_emails(ext.citext[])`,
+		`CREATE CAST (text AS public.email[]) WITH FUNCTION public.emails_from(text)`)
+
+	for round := 0; round < 3; round++ {
+		e.as(writer,
+			fmt.Sprintf(`UPDATE mail SET v = v + 1 WHERE id %% 3 = %d`, round),
+			fmt.Sprintf(`UPDATE mail SET addr = 'B%d' WHERE id = %d`, round, 10+round),
+			fmt.Sprintf(`UPDATE mail SET addr = NULL WHERE id = %d`, 20+round),
+			`UPDATE boxes SET v = v + 1`,
+			fmt.Sprintf(`DELETE FROM boxes WHERE addr = 'BOX%d'`, 1+round),
+			fmt.Sprintf(`INSERT INTO boxes VALUES ('new%d', 3)`, round))
+	}
+	e.as(writer, `UPDATE boxes SET v = 0 WHERE addr = 'box7'`)
+	e.converge(drain)
+	q := e.waitQuarantine(drain, "boxes_ratio.r", func(q trellis.QuarantineEntry) bool { return q.Rows == 1 })
+	require.Contains(t, q.Error, "division by zero")
+	for target, recompute := range defs {
+		e.assertMatches("(SELECT addr::text, "+map[string]string{"by_addr": "s, n", "boxes_of": "w"}[target]+" FROM "+target+") x", recompute)
+	}
+	require.Empty(t, e.rows(`SELECT who, what, count(*) FROM public.hits GROUP BY who, what ORDER BY 1, 2`),
+		"a cast planted on the domain's array type ran")
+	require.Equal(t, [][]string{{"false"}}, e.rows(`SELECT is_called FROM public.cast_runs`),
+		"a cast planted on the domain's array type ran in a subtransaction rolled back since")
+}
