@@ -44,5 +44,5 @@ func inParam(expr string, n int, typ string, o *Op) string {
 	if isArrayType(typ) {
 		return inQuery([]string{"(" + expr + ")"}, fmt.Sprintf("SELECT %s FROM unnest($%d::text[]) AS trellis_v", fromKeyParam("trellis_v", typ), n), []*Op{o})
 	}
-	return anyOf("("+expr+")", fmt.Sprintf("$%d::%s[]", n, o.typeOf(typ)), o)
+	return anyOf("("+expr+")", opArray(n, typ, o), o)
 }

@@ -139,6 +139,27 @@ func (o *Op) typeOf(typ string) string {
 	return o.Type
 }
 
+// overDomain reports whether o's operators take another type than typ, a
+// key column's own type outside pg_catalog: a domain over the operators'
+// type (a domain over citext). The domain's owner owns its array type, so
+// may create a cast from typ[] to o's type's array: a parameter typed typ[]
+// (keyParam) is compared element by element, each cast to o's type (a
+// domain's cast to its base type is never a pg_cast entry), never as an
+// array coerced whole (opArray).
+func (o *Op) overDomain(typ string) bool {
+	return o != nil && o.Type != typ && ownParam(typ)
+}
+
+// opArray is the parameter $n, values of a key column of type typ, as an
+// array of o's operands for anyOf, mentioned as keyParam mentions it when
+// o.overDomain(typ).
+func opArray(n int, typ string, o *Op) string {
+	if o.overDomain(typ) {
+		return fmt.Sprintf("ARRAY(SELECT %s FROM unnest(%s) AS trellis_v)", o.side("trellis_v"), keyParam(n, typ))
+	}
+	return fmt.Sprintf("$%d::%s[]", n, o.typeOf(typ))
+}
+
 // EachOn calls fn with every ON condition of the definition (the joins'
 // and the semi-joins'), with the positions of the tables whose columns its
 // From and Joined name; fn may set the condition's Op.

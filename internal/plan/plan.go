@@ -543,10 +543,15 @@ func (p *Plan) recomputeParts(upTo bool) (pre, src, tCond string) {
 	if n == 1 && !isArrayType(p.Spec.Source.KeyTypes[0]) {
 		// A plain array match lets the planner use the primary keys.
 		o := opAt(ops, 0)
-		typ := o.typeOf(p.Spec.Source.KeyTypes[0])
-		srcCond = inParam(p.srcKey()[0], 1, p.Spec.Source.KeyTypes[0], o)
+		kt := p.Spec.Source.KeyTypes[0]
+		typ, elem := o.typeOf(kt), "k.k"
+		if o.overDomain(kt) {
+			// As inParam names it: element by element (see overDomain).
+			typ, elem = kt, o.side("k.k")
+		}
+		srcCond = inParam(p.srcKey()[0], 1, kt, o)
 		// The keys by subscript: unnest would expand a composite key.
-		tCond = anyOf("t."+ident.Quote(keys[0]), "ARRAY(SELECT k.k "+
+		tCond = anyOf("t."+ident.Quote(keys[0]), "ARRAY(SELECT "+elem+" "+
 			gone(fmt.Sprintf("FROM (SELECT ($1::%s[])[i] AS k FROM generate_subscripts($1::%s[], 1) AS i) AS k", typ, typ), []string{"k.k"})+")", o)
 	} else {
 		pre = "k AS (" + p.keysCTE() + "), "
