@@ -390,6 +390,10 @@ func (p *stmtParser) span() (int, *Error) {
 	return p.n, nil
 }
 
+// commaAfterJoin refuses `FROM a JOIN b ON ..., c`: comma-separated
+// tables come first, before the JOINs.
+const commaAfterJoin = "a comma-separated table after a JOIN is not supported: join it with JOIN ... ON, its equality moved from WHERE to ON"
+
 // split cuts [from, to) at the commas of parenthesis depth 0 (the span is
 // balanced); it returns the start of each piece and to as the last element.
 func (p *stmtParser) split(from, to int) []int {
@@ -595,6 +599,10 @@ func (p *stmtParser) transform() (Statement, *Error) {
 		comma = true
 	}
 	for {
+		if p.isKind(p.pos, pg.Token_ASCII_44) {
+			// The leading commas were read above: this one follows a JOIN.
+			return nil, p.errAt(Invalid, p.pos, commaAfterJoin)
+		}
 		kind, ok, e := p.joinKind()
 		if e != nil {
 			return nil, e
@@ -641,6 +649,9 @@ func (p *stmtParser) transform() (Statement, *Error) {
 		}
 		if from == to {
 			return nil, p.errAt(Syntax, to, "expected a join condition after ON")
+		}
+		if cuts := p.split(from, to); len(cuts) > 2 {
+			return nil, p.errAt(Invalid, cuts[1]-1, commaAfterJoin)
 		}
 		t.Joins = append(t.Joins, j)
 		joinSpans = append(joinSpans, joinSpan{from, to})

@@ -98,6 +98,9 @@ func Resolve(s *grammar.Transform, tables []*Table) (*grammar.Transform, error) 
 		}
 	}
 	if comma {
+		if err := checkJoinsAfterComma(r.Joins, tables); err != nil {
+			return nil, err
+		}
 		var rest []string
 		for ci, c := range s.WhereConjuncts {
 			if !taken[ci] {
@@ -173,4 +176,38 @@ func expandStar(s *grammar.Transform, q string, tables []*Table) ([]grammar.Sele
 		}
 	}
 	return out, nil
+}
+
+// checkJoinsAfterComma applies PostgreSQL's reading of `FROM a, b JOIN c
+// ON ...`: the JOIN joins b alone, so its ON may read only b and the
+// tables joined after it, and a RIGHT or FULL JOIN there would keep rows
+// without b that the WHERE equality joining b to a table before it drops
+// again (the spec applies that equality as b's ON, before the outer join,
+// and would keep them): it is refused.
+func checkJoinsAfterComma(joins []grammar.Join, tables []*Table) error {
+	last := -1 // the last comma-separated table, as an index of tables
+	for i, j := range joins {
+		if j.Comma {
+			last = i + 1
+		}
+	}
+	if last < 0 || last >= len(tables) {
+		return nil
+	}
+	for i := last; i < len(joins); i++ {
+		j := joins[i]
+		if j.Kind == grammar.JoinRight || j.Kind == grammar.JoinFull {
+			return errs.New(trellistype.CodeValidation, "%s JOIN %s after a comma-separated FROM is not supported (it joins %s alone, and the WHERE equality of %s with a table before it drops the rows it adds): write the comma join as JOIN %s ON",
+				strings.ToUpper(string(j.Kind)), j.Table.Table.Name, tables[last].Alias, tables[last].Alias, tables[last].Alias)
+		}
+		for _, c := range j.On {
+			for _, ref := range []grammar.ColumnRef{c.Left, c.Right} {
+				if at, err := tableOf(ref, tables); err == nil && at < last {
+					return errs.New(trellistype.CodeValidation, "the ON of JOIN %s reads %s, which is outside its join: after a comma a JOIN joins only the table before it (as in PostgreSQL); write FROM %s JOIN %s ON",
+						j.Table.Table.Name, tables[at].Alias, tables[at].Alias, tables[last].Alias)
+				}
+			}
+		}
+	}
+	return nil
 }
