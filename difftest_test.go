@@ -27,7 +27,9 @@ import (
 // NOT EXISTS, IN), set operations (UNION ALL, UNION, INTERSECT, EXCEPT),
 // chains over each kind of target,
 // partitioned sources; and, from difftest_everyday_test.go, HAVING, SELECT
-// DISTINCT, aggregates without GROUP BY, comma joins and USING), over
+// DISTINCT, aggregates without GROUP BY, comma joins and USING; from
+// difftest_setopover_test.go, statements over a UNION ALL in a CTE or
+// derived table), over
 // columns of many types, driven by random DML
 // (multi-row statements, key changes, NULLs, TRUNCATE, rollbacks) while the
 // workers' connections are killed at random. After convergence every target
@@ -98,7 +100,8 @@ func TestDifferential(t *testing.T) {
 				outer:     rand.New(rand.NewPCG(seed, seed^0x369dea0f31a53f85)),
 				setbranch: rand.New(rand.NewPCG(seed, seed^0x4f1bbcdcbfa53e0b)),
 				everyday:  rand.New(rand.NewPCG(seed, seed^0x7c5e2a1d3b9f4e61)),
-				winjoin:   rand.New(rand.NewPCG(seed, seed^0x1b873593cc9e2d51))}
+				winjoin:   rand.New(rand.NewPCG(seed, seed^0x1b873593cc9e2d51)),
+				over:      rand.New(rand.NewPCG(seed, seed^0x94d049bb133111eb))}
 			t.Logf("differential case %s: seed %d (replay: go test -run TestDifferential -seed %d; a divergence found becomes a line of testdata/difftest/regressions.txt)", r.name, seed, seed)
 			runDiffCase(t, e, c, g)
 			executed++
@@ -159,6 +162,9 @@ type diffGen struct {
 	// winjoin draws the windows, top-k and DISTINCT ON over joins that
 	// replace some joins (decision 0045): its own stream too.
 	winjoin *rand.Rand
+	// over draws the definition of overDef added to each case (a
+	// statement over a UNION ALL in a CTE or derived table).
+	over *rand.Rand
 }
 
 func (g *diffGen) pick(xs ...string) string { return xs[g.r.IntN(len(xs))] }
@@ -928,6 +934,17 @@ func runDiffCase(t *testing.T, e *env, c *trellis.Client, g *diffGen) {
 			}
 			defs = append(defs, d)
 		}
+	}
+	if g.over != nil {
+		// A statement over a UNION ALL, from its own stream: accepted, so
+		// a refusal is a failure.
+		d := g.overDef(g.q("o0"))
+		_, err := c.Define(e.ctx, d.stmt)
+		require.NoError(t, err, d.stmt)
+		if os.Getenv("TRELLIS_DIFF_VERBOSE") != "" {
+			t.Logf("defined: %s", d.stmt)
+		}
+		defs = append(defs, d)
 	}
 	require.NotEmpty(t, defs)
 	defer func() {
