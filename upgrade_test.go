@@ -12,6 +12,7 @@ import (
 	"github.com/trellis-pg/trellis"
 	"github.com/trellis-pg/trellis/internal/capture"
 	"github.com/trellis-pg/trellis/internal/catalog"
+	"github.com/trellis-pg/trellis/internal/ident"
 )
 
 // A catalog at level 7 with a live source, its capture as that level
@@ -40,6 +41,7 @@ func TestUpgradeFromLevel7(t *testing.T) {
 	e.exec(`ALTER TABLE trellis.ring DROP COLUMN repair_pending, DROP COLUMN repair_snap`)
 	e.exec(`DELETE FROM trellis.schema_migrations WHERE version >= 8`)
 	e.exec(string(old))
+	e.captureByOneFunction("src")
 	e.exec(`UPDATE trellis.sources s SET fingerprint = ` + capture.Names{Catalog: "trellis"}.FingerprintSQL())
 	e.as(writer, `UPDATE src SET v = 3`, `INSERT INTO src VALUES (41, 1, 41)`)
 	require.Equal(t, [][]string{{"true"}}, e.rows(`SELECT count(*) > 0 FROM trellis.ledger`), "level 7's capture appends")
@@ -47,7 +49,7 @@ func TestUpgradeFromLevel7(t *testing.T) {
 	c = e.engine() // migrates to the latest level
 	e.as(writer, `UPDATE src SET g = 2`)
 	e.eventually("capture regenerated", func() bool {
-		return len(e.rows(`SELECT 1 FROM pg_proc WHERE proname = 'capture_1' AND prosrc LIKE '%"trellis"."ledger_0" (seg%'`)) == 1
+		return len(e.rows(`SELECT 1 FROM pg_proc WHERE proname = 'capture_1_upd' AND prosrc LIKE '%"trellis"."ledger_0" (seg%'`)) == 1
 	})
 	e.as(writer, `INSERT INTO src VALUES (42, 4, 42)`, `UPDATE src SET v = 5`)
 	e.converge(c)
@@ -84,6 +86,7 @@ func TestUpgradeFromLevel8(t *testing.T) {
 	require.Equal(t, [][]string{{"1"}}, e.rows(`SELECT id FROM trellis.sources`))
 	e.exec(`DELETE FROM trellis.schema_migrations WHERE version >= 9`)
 	e.exec(string(old))
+	e.captureByOneFunction("src")
 	e.exec(`UPDATE trellis.sources s SET fingerprint = ` + capture.Names{Catalog: "trellis"}.FingerprintSQL())
 	e.as(writer, `UPDATE src SET v = 3`, `INSERT INTO src VALUES (41, 1, 41)`)
 	require.Equal(t, [][]string{{"true"}}, e.rows(`SELECT count(*) > 0 FROM trellis.ledger`), "level 8's capture appends")
@@ -91,7 +94,7 @@ func TestUpgradeFromLevel8(t *testing.T) {
 	c = e.engine() // migrates to the latest level
 	e.as(writer, `UPDATE src SET g = 2`)
 	e.eventually("capture regenerated", func() bool {
-		return len(e.rows(`SELECT 1 FROM pg_proc WHERE proname = 'capture_1' AND prosrc LIKE '%WHERE false%' AND prosrc NOT LIKE '%LIMIT 0%'`)) == 1
+		return len(e.rows(`SELECT 1 FROM pg_proc WHERE proname = 'capture_1_upd' AND prosrc LIKE '%WHERE false%' AND prosrc NOT LIKE '%LIMIT 0%'`)) == 1
 	})
 	e.as(writer, `INSERT INTO src VALUES (42, 4, 42)`, `UPDATE src SET v = 5`)
 	e.converge(c)
@@ -128,10 +131,13 @@ func TestUpgradeFromLevel11(t *testing.T) {
 	// Back to level 11: the ledger's bucket and its (bucket, xid) index,
 	// pages by bucket, and a capture function that stores each row's
 	// bucket (this release's, with the bucket put back into its appends).
-	var fn string
-	require.NoError(t, e.db.QueryRow(e.ctx, `SELECT pg_get_functiondef('trellis.capture_1'::regproc)`).Scan(&fn))
-	old := regexp.MustCompile(`\(seg, src, key, vals\)(\s+)SELECT (\d), 1, c\.key`).
-		ReplaceAllString(fn, "(seg, src, bucket, key, vals)${1}SELECT ${2}, 1, pg_catalog.hashtext(c.key::pg_catalog.text) OPERATOR(pg_catalog.&) 63, c.key")
+	var old string
+	for _, op := range capture.StatementOps {
+		var fn string
+		require.NoError(t, e.db.QueryRow(e.ctx, `SELECT pg_get_functiondef(('trellis.capture_1_' || $1)::regproc)`, op).Scan(&fn))
+		old += regexp.MustCompile(`\(seg, src, key, vals\)(\s+)SELECT (\d), 1, c\.key`).
+			ReplaceAllString(fn, "(seg, src, bucket, key, vals)${1}SELECT ${2}, 1, pg_catalog.hashtext(c.key::pg_catalog.text) OPERATOR(pg_catalog.&) 63, c.key") + ";\n"
+	}
 	require.Equal(t, 3*4, strings.Count(old, "OPERATOR(pg_catalog.&) 63"), "an append per operation and segment")
 	e.exec(`DELETE FROM trellis.pages WHERE done`)
 	e.exec(`DROP INDEX trellis.ledger_xid_idx`)
@@ -157,7 +163,7 @@ SELECT c.n, last.snap, c.snap, ARRAY(SELECT generate_series(0, 63)), NULL FROM c
 	c = e.engine() // migrates to the latest level
 	e.as(writer, `UPDATE src SET g = 2 WHERE id < 10`)
 	e.eventually("capture regenerated", func() bool {
-		return len(e.rows(`SELECT 1 FROM pg_proc WHERE proname = 'capture_1' AND prosrc LIKE '%(seg, src, key, vals)%' AND prosrc NOT LIKE '%hashtext%'`)) == 1
+		return len(e.rows(`SELECT 1 FROM pg_proc WHERE proname = 'capture_1_upd' AND prosrc LIKE '%(seg, src, key, vals)%' AND prosrc NOT LIKE '%hashtext%'`)) == 1
 	})
 	e.as(writer, `INSERT INTO src VALUES (42, 4, 42)`, `UPDATE src SET v = 5 WHERE id % 3 = 0`)
 	e.converge(c)
@@ -198,6 +204,7 @@ func TestUpgradeToClockSegments(t *testing.T) {
 	require.Equal(t, [][]string{{"1"}}, e.rows(`SELECT id FROM trellis.sources`))
 	e.exec(`DELETE FROM trellis.schema_migrations WHERE version >= 13`)
 	e.exec(string(old))
+	e.captureByOneFunction("src")
 	e.exec(`UPDATE trellis.sources s SET fingerprint = ` + capture.Names{Catalog: "trellis"}.FingerprintSQL())
 	e.exec(`UPDATE trellis.ring SET cur = 2`)
 	e.as(writer, `UPDATE src SET v = 3`, `INSERT INTO src VALUES (41, 1, 41)`)
@@ -206,9 +213,13 @@ func TestUpgradeToClockSegments(t *testing.T) {
 	c = e.engine() // migrates to the latest level
 	e.as(writer, `UPDATE src SET g = 2`)
 	e.eventually("capture regenerated", func() bool {
-		return len(e.rows(`SELECT 1 FROM pg_proc WHERE proname = 'capture_1' AND prosrc LIKE '%date_part(''epoch'', pg_catalog.now())%' AND prosrc NOT LIKE '%.ring r%'`)) == 1
+		return len(e.rows(`SELECT 1 FROM pg_proc WHERE proname = 'capture_1_upd' AND prosrc LIKE '%date_part(''epoch'', pg_catalog.now())%' AND prosrc NOT LIKE '%.ring r%'`)) == 1
 	})
 	e.as(writer, `INSERT INTO src VALUES (42, 4, 42)`, `UPDATE src SET v = 5`)
+	n := capture.Names{Catalog: "trellis"}
+	require.Equal(t, [][]string{{n.Trigger("del"), "trellis.capture_1_del"}, {n.Trigger("ins"), "trellis.capture_1_ins"}, {n.Trigger("trunc"), "trellis.capture_1"}, {n.Trigger("upd"), "trellis.capture_1_upd"}},
+		e.rows(`SELECT tgname, tgfoid::regproc::text FROM pg_trigger WHERE tgrelid = 'src'::regclass AND NOT tgisinternal ORDER BY tgname`),
+		"each operation's trigger calls a function of its own (level 15)")
 	e.converge(c)
 	e.assertMatches("by_g", "SELECT g, sum(v) AS s FROM src GROUP BY g")
 	st, err := c.Status(e.ctx, "by_g")
@@ -216,4 +227,19 @@ func TestUpgradeToClockSegments(t *testing.T) {
 	require.Equal(t, trellis.StateLive, st.State)
 	require.Nil(t, st.CaptureFailure)
 	require.Equal(t, [][]string{{strconv.Itoa(catalog.LatestVersion())}}, e.rows(`SELECT max(version) FROM trellis.schema_migrations`))
+}
+
+// captureByOneFunction points the capture triggers of a plain table at its
+// source's one capture function (trellis.capture_1), as every level before
+// 15 installed them, and drops the functions of each operation.
+func (e *env) captureByOneFunction(table string) {
+	n := capture.Names{Catalog: "trellis"}
+	for _, op := range capture.StatementOps {
+		var def string
+		require.NoError(e.t, e.db.QueryRow(e.ctx, `SELECT pg_get_triggerdef(t.oid) FROM pg_trigger t WHERE t.tgrelid = $1::regclass AND t.tgname = $2`,
+			table, n.Trigger(op)).Scan(&def))
+		e.exec(`DROP TRIGGER ` + ident.Quote(n.Trigger(op)) + ` ON ` + ident.Quote(table))
+		e.exec(regexp.MustCompile(`EXECUTE FUNCTION \S+\(\)$`).ReplaceAllString(def, `EXECUTE FUNCTION trellis.capture_1()`))
+		e.exec(`DROP FUNCTION trellis.` + ident.Quote(n.OpFunction(1, op)) + `()`)
+	}
 }

@@ -13,15 +13,20 @@ import (
 
 // FingerprintSQL is an SQL expression over a row s of the catalog's sources
 // table: the state of its capture triggers (oid, row version, enabled) and
-// function (oid, row version). Disabling and re-enabling a trigger,
-// replacing it or its function, or dropping any of them, changes it.
+// functions (oid, row version). Disabling and re-enabling a trigger,
+// replacing it or a function, or dropping any of them, changes it.
 func (n Names) FingerprintSQL() string {
 	tbl := "to_regclass(format('%I.%I', s.schema_name, s.table_name))"
-	fn := fmt.Sprintf("to_regprocedure(format('%%I.%%I()', %s, 'capture_' || s.id))", ident.Literal(n.Catalog))
+	var fns []string
+	for _, op := range StatementOps {
+		fns = append(fns, fmt.Sprintf("'capture_' || s.id || %s", ident.Literal("_"+op)))
+	}
 	return fmt.Sprintf(`(coalesce((SELECT string_agg(t.tgname || ':' || t.oid::text || ':' || t.xmin::text || ':' || t.tgenabled::text, ',' ORDER BY t.tgname)
     FROM pg_trigger t WHERE t.tgrelid = %s AND t.tgname LIKE %s AND t.tgparentid = 0), '')
-  || '|' || coalesce((SELECT p.oid::text || ':' || p.xmin::text FROM pg_proc p WHERE p.oid = %s), ''))`,
-		tbl, ident.Literal("trellis_"+n.tag()+"_%"), fn)
+  || '|' || coalesce((SELECT string_agg(p.proname || ':' || p.oid::text || ':' || p.xmin::text, ',' ORDER BY p.proname) FROM pg_proc p
+    WHERE p.pronamespace = (SELECT ns.oid FROM pg_namespace ns WHERE ns.nspname = %s) AND p.pronargs = 0
+      AND p.proname IN ('capture_' || s.id, %s)), ''))`,
+		tbl, ident.Literal("trellis_"+n.tag()+"_%"), ident.Literal(n.Catalog), strings.Join(fns, ", "))
 }
 
 // AnyDisrupted reports whether some installed source's capture no longer

@@ -205,8 +205,10 @@ func (w *Worker) fixCapture(ctx context.Context, id int) error {
 			return nil
 		}
 		s.CapTypes = newTypes
-		if _, err := tx.Exec(ctx, w.Names.FunctionSQL(s)); err != nil {
-			return fmt.Errorf("replacing the capture function of %s: %w", table, err)
+		for _, q := range w.Names.FunctionsSQL(s) {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return fmt.Errorf("replacing the capture functions of %s: %w", table, err)
+			}
 		}
 		if _, err := tx.Exec(ctx, w.Cat.SQL(sqlSetCapTypes), s.ID, newTypes); err != nil {
 			return err
