@@ -91,7 +91,7 @@ func (l *Ledger) Changes(ctx context.Context, tx pgx.Tx, p *Page) ([]Change, err
 	var err error
 	if p.TLo != nil && p.THi != nil && p.Seg != nil && p.XLo != nil {
 		// A part of one transaction: a range of heap blocks of its segment.
-		rows, err = tx.Query(ctx, l.Cat.SQL(sqlPartKeys, l.Cat.SQL(sqlSegmentName, segment(int(*p.Seg)))),
+		rows, err = tx.Query(ctx, l.Cat.SQL(sqlPartKeys, segment(int(*p.Seg))),
 			p.Lo, p.Hi, Buckets-1, *p.TLo, *p.THi, *p.XLo)
 	} else {
 		rows, err = tx.Query(ctx, l.Cat.SQL(sqlPageKeys, l.pageSegments(p)), p.Lo, p.Hi, p.Buckets, Buckets-1, p.XLo, p.XHi)

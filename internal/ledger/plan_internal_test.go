@@ -65,7 +65,7 @@ func TestPartOfATransactionIsReadByBlocks(t *testing.T) {
 	snap := `SELECT pg_current_snapshot()::text`
 	var s string
 	require.NoError(t, conn.QueryRow(ctx, snap).Scan(&s))
-	require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+cat.SQL(sqlPartKeys, cat.SQL(sqlSegmentName, segment(0))),
+	require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+cat.SQL(sqlPartKeys, segment(0)),
 		s, s, Buckets-1, "(10,0)", "(20,0)", "1").Scan(&raw))
 	require.Contains(t, string(raw), `"Tid Range Scan"`, string(raw))
 	require.NotContains(t, string(raw), `Index`, string(raw))

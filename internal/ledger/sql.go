@@ -154,21 +154,19 @@ FROM (SELECT src, key, vals, bucket, coalesce(hashtext(key::text) & $4, 0) AS h
       OFFSET 0) r`
 
 	// The rows of a page that is a part of one transaction ($6; decision
-	// 0042): those of one segment (%[2]s) in the heap blocks from tid $4
-	// up to tid $5, committed in hi ($2) and not in lo ($1), as
-	// sqlPageKeys reads them. The inner scan has only the ctid bounds (the
-	// OFFSET keeps the xid test out of it), so it is a TID range scan of
-	// those blocks: through the (xid) index, each part would read every
-	// row of the transaction.
+	// 0042): those of one segment (%[2]s, a quoted segment name) in the
+	// heap blocks from tid $4 up to tid $5, committed in hi ($2) and not in
+	// lo ($1), as sqlPageKeys reads them. The inner scan has only the ctid
+	// bounds (the OFFSET keeps the xid test out of it), so it is a TID range
+	// scan of those blocks: through the (xid) index, each part would read
+	// every row of the transaction.
 	sqlPartKeys = `
 SELECT src, key, vals, h, bucket IS NOT NULL AND bucket IS DISTINCT FROM h
 FROM (SELECT src, key, vals, bucket, coalesce(hashtext(key::text) & $3, 0) AS h
-      FROM (SELECT xid, src, bucket, key, vals FROM %[2]s WHERE ctid >= $4::tid AND ctid < $5::tid OFFSET 0) l
+      FROM (SELECT xid, src, bucket, key, vals FROM %[1]s.%[2]s WHERE ctid >= $4::tid AND ctid < $5::tid OFFSET 0) l
       WHERE xid = $6::xid8
         AND pg_visible_in_snapshot(xid, $2::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
       OFFSET 0) r`
-	// A segment, qualified.
-	sqlSegmentName = `%[1]s.%[2]s`
 
 	// One segment's rows, a part of a page's segments (pageSegments).
 	sqlSegmentRows = `SELECT seg, xid, src, bucket, key, vals FROM %[1]s.%[2]s`
