@@ -181,7 +181,7 @@ func (p *stmtParser) parseBranch(sel *pg.SelectStmt, n, at int, scope *stmtParse
 	return b, nil
 }
 
-// hasDistinct tells whether a node below the root is a set operation
+// hasDistinct tells whether n or a node below it is a set operation
 // without ALL (UNION, INTERSECT, EXCEPT).
 func (n *SetNode) hasDistinct() bool {
 	if n == nil || n.Op == "" {
