@@ -424,6 +424,11 @@ type env struct {
 	// buildCPU is the CPU seconds (every process) of the last define, from
 	// Define to live; 0 when not measured.
 	buildCPU float64
+	// defineTook is how long the last Define call took (parsing,
+	// validation, the catalog rows and the empty target); builds has the
+	// staging worker's build durations, from its log.
+	defineTook time.Duration
+	builds     buildLog
 }
 
 func (s *suite) newEnv(ctx context.Context, name string) (*env, error) {
@@ -548,7 +553,7 @@ func (e *env) connect(ctx context.Context, staging bool, workers int) (*trellis.
 		TargetSchema: e.schema,
 		Staging:      staging,
 		DrainWorkers: workers,
-		Logger:       slog.New(slog.DiscardHandler),
+		Logger:       slog.New(&e.builds),
 	})
 }
 
@@ -581,6 +586,7 @@ func (e *env) define(ctx context.Context, c *trellis.Client) (time.Duration, err
 	if err != nil {
 		return 0, fmt.Errorf("defining: %w", err)
 	}
+	e.defineTook = time.Since(begin)
 	if err := waitLive(ctx, c, target); err != nil {
 		return 0, err
 	}

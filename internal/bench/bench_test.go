@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -127,6 +128,11 @@ func smoke(t *testing.T, opts Options) {
 		if !names[n] {
 			t.Errorf("no result of benchmark %s", n)
 		}
+	}
+	// The build's own figure needs the staging worker's log of a
+	// finished build (buildFinishedMsg).
+	if slices.Contains(want, Backfill) && !slices.ContainsFunc(results, func(r Result) bool { return r.Name == "backfill/build" }) {
+		t.Error("no backfill/build figure: the staging worker's finished build was not seen in its log")
 	}
 	// The write and compare figures have a CPU per change on both sides
 	// (the server runs on this machine). CPU times come in 10 ms ticks, so
