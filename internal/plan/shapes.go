@@ -215,10 +215,20 @@ func (p *Plan) shapeQuery(extra ...string) string {
 // whose rank is within the window's limit. The conditions in where apply
 // before the window functions, so they must keep or drop whole
 // partitions.
+//
+// A global top-k (row_number() over the whole source) yields at most Limit
+// rows, and says so with a LIMIT: the planner does not lower its estimate
+// for the window's run condition, and hashed the source's row count for
+// the keyed recompute's anti-join (16 batches to temporary files at 1M
+// rows, for ten rows).
 func (p *Plan) ranked(outer, inner, where string) string {
 	w := p.Spec.Window
-	return fmt.Sprintf("SELECT %s FROM (SELECT %s, (%s) AS trellis_rank FROM %s%s) AS trellis_w WHERE trellis_w.trellis_rank <= %d",
+	q := fmt.Sprintf("SELECT %s FROM (SELECT %s, (%s) AS trellis_rank FROM %s%s) AS trellis_w WHERE trellis_w.trellis_rank <= %d",
 		outer, inner, w.Rank, p.fromClause(), where, w.Limit)
+	if len(w.Partition) == 0 && strings.HasPrefix(strings.TrimPrefix(w.Rank, "pg_catalog."), "row_number() OVER (ORDER BY ") {
+		q += fmt.Sprintf(" LIMIT %d", w.Limit)
+	}
+	return q
 }
 
 // CreateShapeTarget creates the empty target of a join or aggregate with
