@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/trellis-pg/trellis/internal/backoff"
 )
 
 // buildFinishedMsg is the staging worker's log message when a build ends
@@ -20,7 +22,13 @@ const buildFinishedMsg = "build finished; transform is live"
 type buildLog struct {
 	mu   sync.Mutex
 	last time.Duration
+	seen chan struct{} // signalled when a build is logged
 }
+
+// buildLogWait bounds how long the backfill benchmark waits for the
+// staging worker to log a build it has seen live: the worker logs it
+// after the transaction that made it live.
+const buildLogWait = 10 * time.Second
 
 // Enabled implements slog.Handler: only Info records can be a build's.
 func (b *buildLog) Enabled(_ context.Context, l slog.Level) bool { return l == slog.LevelInfo }
@@ -37,7 +45,12 @@ func (b *buildLog) Handle(_ context.Context, r slog.Record) error {
 		if d, err := time.ParseDuration(a.Value.String()); err == nil {
 			b.mu.Lock()
 			b.last = d
+			ch := b.signal()
 			b.mu.Unlock()
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
 		}
 		return false
 	})
@@ -50,10 +63,25 @@ func (b *buildLog) WithAttrs([]slog.Attr) slog.Handler { return b }
 // WithGroup implements slog.Handler.
 func (b *buildLog) WithGroup(string) slog.Handler { return b }
 
-// lastBuild is the duration of the last build logged as finished, 0 when
-// none was.
-func (b *buildLog) lastBuild() time.Duration {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.last
+// signal is the channel Handle signals; b.mu must be held.
+func (b *buildLog) signal() chan struct{} {
+	if b.seen == nil {
+		b.seen = make(chan struct{}, 1)
+	}
+	return b.seen
+}
+
+// lastBuild is the duration of the last build logged as finished, waiting
+// up to buildLogWait for one to be logged; 0 when none was.
+func (b *buildLog) lastBuild(ctx context.Context) time.Duration {
+	deadline := time.Now().Add(buildLogWait)
+	for {
+		b.mu.Lock()
+		last, ch := b.last, b.signal()
+		b.mu.Unlock()
+		wait := time.Until(deadline)
+		if last > 0 || wait <= 0 || !backoff.Wait(ctx, wait, ch) {
+			return last
+		}
+	}
 }
