@@ -24,9 +24,11 @@ func everydayDefs() int {
 // regressions.txt still generates the case it found), a definition of the
 // everyday forms of issue 11 that resolve to the shapes of the main
 // stream, or have recompute paths of their own: HAVING, SELECT DISTINCT
-// (over a, and over a join selecting one side), aggregates without GROUP
-// BY (an empty source keeps one row: count 0, sum NULL), comma joins of
-// two and three tables, and JOIN ... USING. Each is an accepted form, so
+// (over a, a view, a derived table, the partitioned table, and one side of
+// a join), aggregates without GROUP BY (an empty source keeps one row:
+// count 0, sum NULL; over semi-joins, views, derived tables and joins of
+// every kind), comma joins of two and three tables (a JOIN after the
+// comma too), and JOIN ... USING. Each is an accepted form, so
 // a refusal fails the case. Outputs are of types whose equality is
 // identity wherever they are grouped or made distinct.
 func (g *diffGen) everydayDef(name string) diffDef {
@@ -58,7 +60,28 @@ func (g *diffGen) everydayDef(name string) diffDef {
 		aggs := aggregatesFrom(r, "a")
 		having := pick("count(*) > 1", "count(*) >= 3", "sum(a.g) > 2", "min(a.k) <> 'bob'", "count(DISTINCT a.g) >= 2",
 			"bool_or(a.f > 0)", "max(a.ts) > '2024-01-01 00:00:00+00'", "avg(a.n) < 5", "count(a.d) = 0")
-		switch r.IntN(3) {
+		useCTE := false
+		switch r.IntN(6) {
+		case 3:
+			// a semi-join, or a CTE or view read
+			switch r.IntN(3) {
+			case 0:
+				w = and(w, pick("a.g IN (SELECT c.w FROM "+c+" c WHERE c.tag IS NOT NULL)", "EXISTS (SELECT 1 FROM "+b+" b WHERE b.aid = a.id)"))
+			case 1:
+				from = g.q("av") + " a"
+			default:
+				useCTE = true // written as a CTE below
+			}
+		case 4:
+			// the partitioned table
+			from, w, key = g.q("p")+" a", pick("", "a.v > 0"), pick("a.part", "a.s", "a.v")
+			aggs = [][2]string{{"cnt", "count(*)"}, {"sv", "sum(a.v)"}, {"ms", "max(a.s)"}}[:1+r.IntN(3)]
+			having = pick("count(*) > 1", "sum(a.v) > 2", "min(a.s) <> 'bob'")
+		case 5:
+			// a LEFT JOIN ... USING, grouped by the USING column
+			from, w, key = fmt.Sprintf("%s b LEFT JOIN %s c USING (w)", b, c), pick("", "b.label IS NOT NULL"), pick("w", "b.label")
+			aggs = [][2]string{{"cnt", "count(*)"}, {"nc", "count(c.id)"}, {"tags", "string_agg(c.tag, ',' ORDER BY c.tag, c.id, b.id)"}}[:1+r.IntN(3)]
+			having = pick("count(*) > 1", "count(c.id) >= 2", "max(c.tag) IS NOT NULL")
 		case 1:
 			from = fmt.Sprintf("%s a %s %s b ON %s", a, pick("JOIN", "LEFT JOIN"), b, pick("a.id = b.aid", "b.aid = a.id"))
 			key = pick("a.g", "a.k", "a.e", "b.w", "b.label")
@@ -75,6 +98,10 @@ func (g *diffGen) everydayDef(name string) diffDef {
 		}
 		sel, names, exprs := selectList(aggs)
 		d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s SELECT %s AS gk, %s%s GROUP BY %s HAVING %s", name, from, key, strings.Join(sel, ", "), where(w), key, having)
+		if useCTE {
+			// the same query over a CTE of a's rows that pass WHERE
+			d.stmt = fmt.Sprintf("TRANSFORM %s WITH x AS (SELECT * FROM %s a%s) FROM x a SELECT %s AS gk, %s GROUP BY %s HAVING %s", name, a, where(w), key, strings.Join(sel, ", "), key, having)
+		}
 		d.cols = append([]string{"gk"}, names...)
 		d.recompute = fmt.Sprintf("SELECT %s, %s FROM %s%s GROUP BY %s HAVING %s", key, strings.Join(exprs, ", "), from, where(w), key, having)
 	case "distinct":
@@ -83,7 +110,32 @@ func (g *diffGen) everydayDef(name string) diffDef {
 		// with a constant output, which is no part of the key.
 		var from, w string
 		var outs []string
-		switch r.IntN(4) {
+		switch r.IntN(7) {
+		case 4:
+			// one side of a join of three tables, or the preserved side of
+			// a RIGHT JOIN
+			if r.IntN(2) == 0 {
+				from = fmt.Sprintf("%s a JOIN %s b ON a.id = b.aid %s %s c ON c.w = b.w", a, b, pick("JOIN", "LEFT JOIN"), c)
+				outs = []string{"c.tag", "c.w"}[:1+r.IntN(2)]
+			} else {
+				from = fmt.Sprintf("%s b RIGHT JOIN %s a ON a.id = b.aid", b, a)
+				outs = []string{"a.g", "a.e"}[:1+r.IntN(2)]
+			}
+			w = pick("", "a.g > 0")
+		case 5:
+			// a view, a derived table or the partitioned table
+			switch r.IntN(3) {
+			case 0:
+				from, w, outs = g.q("av")+" a", g.wherePredFrom(r, "a"), []string{"a.g", "a.e"}[:1+r.IntN(2)]
+			case 1:
+				from, outs = fmt.Sprintf("(SELECT * FROM %s WHERE g IS NOT NULL) a", a), []string{"a.k", "a.d"}[:1+r.IntN(2)]
+			default:
+				from, w, outs = g.q("p")+" p", pick("", "p.v > 0"), []string{"p.part", "p.s"}[:1+r.IntN(2)]
+			}
+		case 6:
+			// a comma join selecting one side
+			from, w = fmt.Sprintf("%s b, %s c", b, c), pick("b.w = c.w", "c.w = b.w")
+			outs = []string{"b.label", "b.aid % 3"}[:1+r.IntN(2)]
 		case 0, 1:
 			from, w = a+" a", g.wherePredFrom(r, "a")
 			all := []string{"a.g", "a.k", "a.e", "a.d", "a.g % 2", "a.arr", "a.j ->> 'x'", "a.ts", "a.k || '!'", "lower(a.k)"}
@@ -133,7 +185,32 @@ func (g *diffGen) everydayDef(name string) diffDef {
 		// table; with HAVING, no row while it fails.
 		from, w := a+" a", pick("", "a.g > 1", "a.g > 10", "a.k <> 'bob'", "a.e = 'happy'")
 		var aggs [][2]string
-		switch r.IntN(4) {
+		switch r.IntN(7) {
+		case 4:
+			// a semi- or anti-join, a view or a derived table
+			aggs = aggregatesFrom(r, "a")
+			switch r.IntN(3) {
+			case 0:
+				w = and(w, pick("EXISTS (SELECT 1 FROM "+b+" b WHERE b.aid = a.id)", "NOT EXISTS (SELECT 1 FROM "+c+" c WHERE c.w = a.g)"))
+			case 1:
+				from = g.q("av") + " a"
+			default:
+				from, w = fmt.Sprintf("(SELECT * FROM %s WHERE k IS NOT NULL) a", a), ""
+			}
+		case 5:
+			// three tables, or a FULL JOIN
+			if r.IntN(2) == 0 {
+				from = fmt.Sprintf("%s a JOIN %s b ON a.id = b.aid %s %s c ON c.w = b.w", a, b, pick("JOIN", "LEFT JOIN"), c)
+				aggs = [][2]string{{"cnt", "count(*)"}, {"nc", "count(c.id)"}, {"sw", "sum(c.w)"}, {"mt", "max(c.tag)"}}[:1+r.IntN(4)]
+			} else {
+				from = fmt.Sprintf("%s a FULL JOIN %s b ON a.id = b.aid", a, b)
+				aggs = [][2]string{{"cnt", "count(*)"}, {"na", "count(a.id)"}, {"nb", "count(b.id)"}, {"sw", "sum(b.w)"}}[:1+r.IntN(4)]
+				w = pick("", "b.w > 0", "a.g IS NOT NULL")
+			}
+		case 6:
+			// JOIN ... USING
+			from, w = fmt.Sprintf("%s b %s %s c USING (w)", b, pick("JOIN", "LEFT JOIN"), c), pick("", "w > 0")
+			aggs = [][2]string{{"cnt", "count(*)"}, {"sw", "sum(w)"}, {"nc", "count(c.id)"}}[:1+r.IntN(3)]
 		case 0, 1:
 			aggs = aggregatesFrom(r, "a")
 			if r.IntN(2) == 0 {
@@ -170,7 +247,13 @@ func (g *diffGen) everydayDef(name string) diffDef {
 		cols := []string{"a_id0", "b_id0"}
 		outs := [][2]string{{"ak", "a.k"}, {"bw", "b.w"}, {"bl", "b.label"}}
 		three := r.IntN(2) == 0
-		if three {
+		if three && r.IntN(3) == 0 {
+			// c joined after the comma: the JOIN joins b alone (as in
+			// PostgreSQL), so its ON reads b
+			tables += fmt.Sprintf(" %s %s c ON c.w = b.w", pick("JOIN", "LEFT JOIN"), c)
+			keys, cols = append(keys, "c.id"), append(cols, "c_id0")
+			outs = append(outs, [2]string{"ct", "c.tag"})
+		} else if three {
 			tables += ", " + c + " c"
 			w = and(w, pick("c.w = b.w", "b.w = c.w", "c.w = a.g"))
 			keys, cols = append(keys, "c.id"), append(cols, "c_id0")
