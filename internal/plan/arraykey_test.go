@@ -135,3 +135,65 @@ FROM public.tagged WHERE id % 50 = 0`).Scan(&groups))
 	require.Contains(t, scans, "tagged_tags_idx", "%s", raw)
 	require.Contains(t, scans, "by_tags_tags_idx", "%s", raw) // the target key's unique index
 }
+
+// TestDomainOverCitextGroupFoundByIndex: a group of a domain over citext
+// (compared by citext's operators, element by element: see overDomain)
+// is still found through the source's index on the grouped column and
+// the target's key index.
+func TestDomainOverCitextGroupFoundByIndex(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	url := testsupport.Database(t)
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer func() { _ = conn.Close(context.Background()) }()
+	var avail bool
+	require.NoError(t, conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'citext')`).Scan(&avail))
+	if !avail {
+		t.Skip("the citext extension is not installed on this server (Debian: postgresql-contrib)")
+	}
+	pl, _ := planOf(t, goldenCase{
+		name:   "domain_group",
+		stmt:   "TRANSFORM by_addr FROM mail SELECT addr, sum(v) AS s GROUP BY addr",
+		tables: []*Table{table("public", "mail", "", []string{"id"}, "id integer", "addr app.email", "v integer")},
+		types:  map[string]string{"addr": "app.email", "s": "bigint"},
+		ops:    map[string]*Op{"app.email": {Schema: "ext", Type: "ext.citext"}},
+	})
+	recompute := pl.RecomputeGroups(false)
+	require.Len(t, recompute, 1)
+	require.NotContains(t, recompute[0], "::ext.citext[]", "the parameter is coerced as a whole")
+	exec := func(q string) {
+		t.Helper()
+		_, err := conn.Exec(ctx, q)
+		require.NoError(t, err, q)
+	}
+	exec("CREATE SCHEMA ext")
+	exec("CREATE EXTENSION citext SCHEMA ext")
+	exec("CREATE SCHEMA app")
+	exec("CREATE DOMAIN app.email AS ext.citext")
+	exec("CREATE TABLE public.mail (id integer PRIMARY KEY, addr app.email NOT NULL, v integer NOT NULL)")
+	exec("CREATE INDEX ON public.mail (addr)")
+	exec(`INSERT INTO public.mail SELECT g, 'user' || (g % 5000), g FROM generate_series(1, 50000) g`)
+	for _, q := range strings.Split(pl.CreateShapeTarget(), ";\n") {
+		exec(q)
+	}
+	for _, q := range pl.ShapeResync() {
+		exec(q)
+	}
+	exec("ANALYZE public.mail")
+	exec("ANALYZE public.by_addr")
+	exec("SET search_path = pg_catalog, pg_temp")
+	exec("SET plan_cache_mode = force_generic_plan")
+	exec("PREPARE r AS " + recompute[0])
+	var groups string
+	require.NoError(t, conn.QueryRow(ctx, `SELECT pg_catalog.quote_literal(pg_catalog.array_agg(DISTINCT pg_catalog.upper(addr::text))::text)
+FROM public.mail WHERE id % 50 = 0`).Scan(&groups))
+	var raw []byte
+	require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) EXECUTE r("+groups+")").Scan(&raw))
+	var plan []map[string]any
+	require.NoError(t, json.Unmarshal(raw, &plan))
+	scans := indexScans(plan[0]["Plan"].(map[string]any))
+	require.Contains(t, scans, "mail_addr_idx", "%s", raw)
+	require.Contains(t, scans, "by_addr_addr_idx", "%s", raw) // the target key's unique index
+}
