@@ -541,6 +541,14 @@ func (e *Engine) qualify(ctx context.Context, tx pgx.Tx, tgt plan.Target, spec *
 					return err
 				}
 			}
+			for j := range b.GroupBy {
+				if err := q(&b.GroupBy[j]); err != nil {
+					return err
+				}
+			}
+			if err := q(&b.Having); err != nil {
+				return err
+			}
 			if err := q(&b.Where); err != nil {
 				return err
 			}

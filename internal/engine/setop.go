@@ -41,7 +41,11 @@ func (e *Engine) compileSetOp(ctx context.Context, tx pgx.Tx, s *grammar.Transfo
 		resolved = append(resolved, r)
 		byBranch = append(byBranch, tables(own))
 	}
-	if err := e.checkFunctions(ctx, tx, s.Functions, s.SetOp.Over && s.Aggregated()); err != nil {
+	aggregates := s.SetOp.Over && s.Aggregated()
+	for _, b := range branches {
+		aggregates = aggregates || b.Aggregated()
+	}
+	if err := e.checkFunctions(ctx, tx, s.Functions, aggregates); err != nil {
 		return nil, plan.Spec{}, nil, err
 	}
 	var spec plan.Spec
@@ -94,14 +98,19 @@ func setOpIndexes(spec plan.Spec) []neededIndex {
 			}
 		}
 	}
-	if spec.SetOp.All && !spec.SetOp.Over() {
-		return out
-	}
 	for _, b := range spec.SetOp.Branches {
 		var expr string
-		if !spec.SetOp.Over() {
+		switch {
+		case spec.SetOp.All && !spec.SetOp.Over():
+			// An aggregating branch's groups are found by its first GROUP
+			// BY output; UNION ALL's other rows by each table's key.
+			if !b.Aggregated || len(b.Keys) < 2 {
+				continue
+			}
+			expr = b.Keys[1]
+		case !spec.SetOp.Over():
 			expr = b.Keys[0]
-		} else {
+		default:
 			// An aggregate over the rows: each branch's rows of a group
 			// are found by the branch's first GROUP BY output (none for
 			// a global aggregate, which reads every row).

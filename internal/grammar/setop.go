@@ -194,18 +194,17 @@ func (n *SetNode) hasDistinct() bool {
 // UNION ALL, so each distinct row is kept once.
 func (s *SetOp) Distinct() bool { return !s.Tree.All }
 
-// checkBranch refuses a branch that is not a projection of one table or
-// of a join (INNER or LEFT, with EXISTS/IN semi-joins): FULL JOIN,
-// aggregates, DISTINCT, windows, ORDER BY and LIMIT.
+// checkBranch refuses a branch that is not a projection or aggregate of
+// one table or of a join (INNER or LEFT, with EXISTS/IN semi-joins):
+// FULL JOIN, DISTINCT ON, windows, ORDER BY and LIMIT. Which aggregating
+// branches a set operation keeps is the plan's to say (decision 0044).
 func checkBranch(t *Transform, n int) error {
 	what := ""
 	switch {
 	case slices.ContainsFunc(t.Joins, func(j Join) bool { return j.Kind == JoinFull }):
 		what = "a FULL JOIN"
-	case t.Aggregated():
-		what = "GROUP BY, HAVING or an aggregate"
-	case t.Distinct, len(t.DistinctOn) > 0:
-		what = "DISTINCT"
+	case len(t.DistinctOn) > 0:
+		what = "DISTINCT ON"
 	case len(t.Windows) > 0:
 		what = "a window function"
 	case len(t.OrderBy) > 0, t.Limit > 0, t.RankOutput != "":

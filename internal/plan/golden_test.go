@@ -101,6 +101,12 @@ var goldenCases = []goldenCase{
 		types: map[string]string{"lname": "text", "top": "numeric"},
 	},
 	{
+		name:   "union_all_grouped_branches",
+		stmt:   "TRANSFORM per_branch FROM orders SELECT customer_id, count(*) AS n, sum(price) AS total WHERE status = 'paid' GROUP BY customer_id UNION ALL SELECT id, count(*), sum(-tier) FROM customers GROUP BY id HAVING count(*) > 1",
+		tables: []*Table{table("public", "orders", "", []string{"id"}, orders...), table("public", "customers", "", []string{"id"}, customers...)},
+		types:  map[string]string{"branch": "smallint", "customer_id": "bigint", "n": "bigint", "total": "numeric"},
+	},
+	{
 		name:   "union_all_aggregated_global",
 		stmt:   "TRANSFORM total FROM (SELECT price FROM orders UNION ALL SELECT price FROM products) s SELECT sum(price) AS total",
 		tables: []*Table{table("public", "orders", "", []string{"id"}, orders...), table("public", "products", "", []string{"id"}, products...)},

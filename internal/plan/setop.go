@@ -62,6 +62,12 @@ type Branch struct {
 	// the set operation.
 	Outs  []string `json:"outs,omitempty"`
 	Units []string `json:"units,omitempty"`
+	// Aggregated says the branch of a UNION ALL aggregates (decision
+	// 0044): its rows are its groups, GroupBy and Having its clauses, and
+	// Keys after the branch number its GROUP BY outputs.
+	Aggregated bool     `json:"aggregated,omitempty"`
+	GroupBy    []string `json:"group_by,omitempty"`
+	Having     string   `json:"having,omitempty"`
 }
 
 // Joined says the branch reads more than one table.
@@ -162,7 +168,12 @@ func CompileSetOp(tree *grammar.SetNode, branches []*grammar.Transform, tables [
 	}
 	br := spec.SetOp.Branches
 	outer := func(i int) []*Table { return tables[i][:1+len(br[i].Joins)] }
-	if tree.All {
+	aggregated := slices.ContainsFunc(branches, branchAggregates)
+	if aggregated {
+		if err := compileAggregatedBranches(&spec, tree, branches, tables, names); err != nil {
+			return spec, nil, err
+		}
+	} else if tree.All {
 		if slices.Contains(names, BranchColumn) {
 			return spec, nil, errs.New(trellistype.CodeValidation, "the output name %s is taken: a UNION ALL target has a column %s saying which branch a row comes from; rename that output", BranchColumn, BranchColumn)
 		}
@@ -334,7 +345,13 @@ func CompileSetOp(tree *grammar.SetNode, branches []*grammar.Transform, tables [
 		}
 		br[i].Source.Reads = reads
 		var need []string
-		if !tree.All {
+		switch {
+		case br[i].Aggregated:
+			// A row's old values give the groups it was in.
+			for _, c := range append(slices.Clone(b.GroupByColumns), b.WhereColumns...) {
+				need = appendNew(need, c.Column)
+			}
+		case !tree.All:
 			// A row's old values give the distinct rows it was part of.
 			need = reads
 		}
@@ -344,6 +361,90 @@ func CompileSetOp(tree *grammar.SetNode, branches []*grammar.Transform, tables [
 	spec.Source = br[0].Source
 	spec.Reads = br[0].Source.Reads
 	return spec, needs, nil
+}
+
+// branchAggregates says a branch aggregates: GROUP BY, HAVING, an
+// aggregate, or DISTINCT (a GROUP BY of its outputs once resolved).
+func branchAggregates(b *grammar.Transform) bool { return b.Aggregated() || b.Distinct }
+
+// compileAggregatedBranches sets the key and columns of a UNION ALL whose
+// branches aggregate (decision 0044): a row is one group of one branch,
+// keyed by the branch and its GROUP BY outputs, which every branch must
+// select in the same positions (none for aggregates without GROUP BY: a
+// row per branch). Its unit is the whole key: a change of a branch's
+// table recomputes the groups of its old and new rows in that branch.
+func compileAggregatedBranches(spec *Spec, tree *grammar.SetNode, branches []*grammar.Transform, tables [][]*Table, names []string) error {
+	br := spec.SetOp.Branches
+	if !tree.All {
+		return errs.New(trellistype.CodeValidation, "GROUP BY, HAVING, an aggregate or DISTINCT in a branch of a UNION, INTERSECT or EXCEPT is not supported: use UNION ALL (each branch's groups kept), or define the aggregating branches as transforms and read their targets in the branches")
+	}
+	if slices.Contains(names, BranchColumn) {
+		return errs.New(trellistype.CodeValidation, "the output name %s is taken: a UNION ALL target has a column %s saying which branch a row comes from; rename that output", BranchColumn, BranchColumn)
+	}
+	var first []int
+	for i, b := range branches {
+		if !branchAggregates(b) {
+			return errs.New(trellistype.CodeValidation, "branch %d of the UNION ALL does not aggregate and another branch does: each row of a UNION ALL with GROUP BY is a group of its branch, so every branch aggregates (GROUP BY, an aggregate or DISTINCT); define the aggregating branches as transforms and read their targets in the branches", i+1)
+		}
+		if br[i].Joined() {
+			return errs.New(trellistype.CodeValidation, "GROUP BY, an aggregate or DISTINCT in branch %d, which joins tables, is not supported: define that branch as a transform and read its target in the branch", i+1)
+		}
+		var pos []int
+		for _, g := range b.GroupBy {
+			idx := slices.IndexFunc(b.Select, func(it grammar.SelectItem) bool { return it.Expr == g })
+			if idx < 0 {
+				return errs.New(trellistype.CodeValidation, "GROUP BY expression %s of branch %d must also be selected: with the branch it is the target's key", g, i+1)
+			}
+			pos = append(pos, idx)
+		}
+		slices.Sort(pos)
+		if i == 0 {
+			first = pos
+		} else if !slices.Equal(pos, first) {
+			return errs.New(trellistype.CodeValidation, "branch %d of the UNION ALL groups by other outputs than branch 1 (outputs %v, branch 1's %v): every branch groups by the outputs in the same positions, which with the branch are the target's key", i+1, plusOne(pos), plusOne(first))
+		}
+	}
+	spec.Key = append(spec.Key, Column{Name: BranchColumn, Expr: setCol(BranchColumn)})
+	for _, j := range first {
+		spec.Key = append(spec.Key, Column{Name: names[j], Expr: setCol(names[j])})
+	}
+	for j, n := range names {
+		if !slices.Contains(first, j) {
+			spec.Columns = append(spec.Columns, Column{Name: n, Expr: setCol(n)})
+		}
+	}
+	for i, b := range branches {
+		br[i].Aggregated, br[i].GroupBy, br[i].Having = true, b.GroupBy, b.Having
+		br[i].Keys = append(br[i].Keys, fmt.Sprintf("%d::smallint", i+1))
+		for _, j := range first {
+			br[i].Keys = append(br[i].Keys, b.Select[j].Expr)
+		}
+		for j, it := range b.Select {
+			if !slices.Contains(first, j) {
+				br[i].Cols = append(br[i].Cols, it.Expr)
+			}
+		}
+		for _, c := range b.GroupByColumns {
+			if _, ok := tables[i][0].Columns[c.Column]; !ok {
+				return errs.New(trellistype.CodeValidation, "column %s does not exist in %s (branch %d of the set operation)", c.Column, tables[i][0].Alias, i+1)
+			}
+		}
+	}
+	var part []string
+	for _, k := range spec.Key {
+		part = append(part, k.Expr)
+	}
+	spec.Window = &Window{Partition: part}
+	return nil
+}
+
+// plusOne are output positions counted from 1.
+func plusOne(pos []int) []int {
+	out := make([]int, len(pos))
+	for i, p := range pos {
+		out[i] = p + 1
+	}
+	return out
 }
 
 // compileBranches compiles each branch's FROM table, or its join as a
@@ -462,6 +563,12 @@ func (p *Plan) setOpFrom() string {
 			bp := &Plan{Spec: b.spec()}
 			from = bp.fromClause()
 		}
+		if len(b.GroupBy) > 0 {
+			where += " GROUP BY " + strings.Join(b.GroupBy, ", ")
+		}
+		if b.Having != "" {
+			where += " HAVING (" + b.Having + ")"
+		}
 		parts[i] = fmt.Sprintf("SELECT %s FROM %s%s", strings.Join(sel, ", "), from, where)
 	}
 	return "(" + strings.Join(parts, " UNION ALL ") + ") AS " + ident.Quote(setOpAlias)
@@ -528,7 +635,7 @@ func (p *Plan) AffectedBranch(c Changes, pos, buckets int) string {
 		}
 		return bp.walkUnits(c, local, at, exprs, p.setOpKeyTypes(), !p.Spec.SetOp.All && bp.nullable(at), buckets)
 	}
-	if p.Spec.SetOp.All {
+	if p.Spec.SetOp.All && !b.Aggregated {
 		// The changed keys, as the branch's table types them.
 		var keys []string
 		for i, k := range b.Source.KeyCols {

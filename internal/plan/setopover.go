@@ -23,6 +23,11 @@ func CompileSetOpOver(tree *grammar.SetNode, branches []*grammar.Transform, tabl
 	if !tree.All || tree.Op == "" {
 		return Spec{}, nil, errs.New(trellistype.CodeValidation, "an aggregate over a set operation reads a UNION ALL of two or more branches")
 	}
+	for i, b := range branches {
+		if branchAggregates(b) {
+			return Spec{}, nil, errs.New(trellistype.CodeValidation, "an aggregate over a UNION ALL whose branch %d aggregates (GROUP BY, an aggregate or DISTINCT) is not supported: aggregate the branches' rows in the statement, or define that branch as a transform and read its target", i+1)
+		}
+	}
 	br, joinNeeds, err := compileBranches(branches, tables)
 	if err != nil {
 		return Spec{}, nil, err

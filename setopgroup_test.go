@@ -1,0 +1,141 @@
+package trellis_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/trellis-pg/trellis"
+)
+
+// groupedBranchShapes are UNION ALLs whose branches aggregate (decision
+// 0044), each with the plain query a fresh recompute runs.
+var groupedBranchShapes = []struct{ stmt, target, recompute string }{
+	{`TRANSFORM per_branch FROM sales SELECT region, count(*) AS n, sum(amount) AS total WHERE amount > 1 GROUP BY region
+		UNION ALL SELECT region, count(*), sum(-amount) FROM refunds GROUP BY region HAVING count(*) > 1`,
+		"per_branch", `SELECT 1::smallint AS branch, region, count(*) AS n, sum(amount) AS total FROM sales WHERE amount > 1 GROUP BY region
+		UNION ALL SELECT 2, region, count(*), sum(-amount) FROM refunds GROUP BY region HAVING count(*) > 1`},
+	{`TRANSFORM branch_counts FROM sales SELECT count(*) AS n, max(amount) AS top UNION ALL SELECT count(*), max(amount) FROM refunds WHERE amount > 2`,
+		"branch_counts", `SELECT 1::smallint AS branch, count(*) AS n, max(amount) AS top FROM sales UNION ALL SELECT 2, count(*), max(amount) FROM refunds WHERE amount > 2`},
+	{`TRANSFORM dist_regions FROM sales SELECT DISTINCT region UNION ALL SELECT DISTINCT region FROM refunds WHERE amount < 4`,
+		"dist_regions", `SELECT 1::smallint AS branch, region FROM sales GROUP BY region UNION ALL SELECT 2, region FROM refunds WHERE amount < 4 GROUP BY region`},
+	{`TRANSFORM big_groups FROM (SELECT region, count(*) AS n FROM sales GROUP BY region UNION ALL SELECT region, count(*) FROM refunds GROUP BY region) g SELECT region, n WHERE n > 5`,
+		"big_groups", `SELECT 1::smallint AS branch, region, count(*) AS n FROM sales GROUP BY region HAVING count(*) > 5 UNION ALL SELECT 2, region, count(*) FROM refunds GROUP BY region HAVING count(*) > 5`},
+}
+
+// A UNION ALL of aggregating branches (GROUP BY, HAVING, aggregates
+// without GROUP BY, DISTINCT) stays equal to a fresh recompute under
+// concurrent writers to both tables, with a second client's drain
+// workers; the self-check finds it consistent.
+func TestUnionAllOfAggregatingBranches(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE sales (id bigint PRIMARY KEY, region text, amount int)`)
+	e.exec(`CREATE TABLE refunds (id int PRIMARY KEY, region text, amount int)`)
+	e.exec(`INSERT INTO sales SELECT g, CASE WHEN g % 9 = 0 THEN NULL ELSE 'r' || (g % 4) END, g % 7 FROM generate_series(1, 200) g`)
+	e.exec(`INSERT INTO refunds SELECT g, 'r' || (g % 5), g % 6 FROM generate_series(1, 120) g`)
+	c := e.engine()
+	for _, d := range groupedBranchShapes {
+		_, err := c.Define(e.ctx, d.stmt)
+		require.NoError(t, err, d.stmt)
+	}
+	for _, d := range groupedBranchShapes {
+		e.waitState(c, d.target, trellis.StateLive)
+		e.assertMatches(d.target, d.recompute)
+	}
+	st, err := c.Status(e.ctx, "per_branch")
+	require.NoError(t, err)
+	require.Equal(t, []string{"public.sales", "public.refunds"}, st.Sources)
+	require.Equal(t, []trellis.SourceIndexGap{
+		{Table: "public.sales", Columns: []string{"region"}, Role: trellis.RoleGroupBy, Fix: `CREATE INDEX ON "public"."sales" USING btree (region);`},
+		{Table: "public.refunds", Columns: []string{"region"}, Role: trellis.RoleGroupBy, Fix: `CREATE INDEX ON "public"."refunds" USING btree (region);`},
+	}, st.SourceIndexGaps)
+	e.exec(`CREATE INDEX ON sales (region)`)
+	e.exec(`CREATE INDEX ON refunds (region)`)
+	st, err = c.Status(e.ctx, "branch_counts")
+	require.NoError(t, err)
+	require.Empty(t, st.SourceIndexGaps, "aggregates without GROUP BY read every row of their branch")
+	keyOf := func(target string) [][]string {
+		return e.rows(`SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+			WHERE i.indrelid = $1::regclass AND i.indisunique ORDER BY array_position(i.indkey::int2[], a.attnum)`, target)
+	}
+	require.Equal(t, [][]string{{"branch"}, {"region"}}, keyOf("per_branch"))
+	require.Equal(t, [][]string{{"branch"}}, keyOf("branch_counts"))
+
+	// Step by step: a group of one branch, then of the other.
+	e.exec(`INSERT INTO sales VALUES (5000, 'solo', 5)`)
+	e.converge(c)
+	require.Equal(t, [][]string{{"1", "1", "5"}}, e.rows(`SELECT branch, n, total FROM per_branch WHERE region = 'solo'`))
+	e.exec(`INSERT INTO refunds VALUES (5000, 'solo', 2), (5001, 'solo', 1)`)
+	e.exec(`UPDATE sales SET region = 'solo2' WHERE id = 5000`)
+	e.converge(c)
+	require.Equal(t, [][]string{{"1", "solo2", "1"}, {"2", "solo", "2"}}, e.rows(`SELECT branch, region, n FROM per_branch WHERE region LIKE 'solo%' ORDER BY 1`))
+	for _, d := range groupedBranchShapes {
+		e.assertMatches(d.target, d.recompute)
+	}
+
+	e.connect(trellis.Options{DrainWorkers: 2})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var writes atomic.Int64
+	for w := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 29))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				table := []string{"sales", "refunds"}[r.IntN(2)]
+				id := r.Int64N(300) + 1
+				var err error
+				switch r.IntN(5) {
+				case 0:
+					_, err = e.db.Exec(e.ctx, `INSERT INTO `+table+` VALUES ($1, $2, $3) ON CONFLICT (id) DO UPDATE SET amount = EXCLUDED.amount`, id, fmt.Sprint("r", r.IntN(6)), r.IntN(8))
+				case 1:
+					_, err = e.db.Exec(e.ctx, `UPDATE `+table+` SET region = $2 WHERE id = $1`, id, fmt.Sprint("r", r.IntN(6)))
+				case 2:
+					_, err = e.db.Exec(e.ctx, `UPDATE `+table+` SET region = NULL, amount = amount + 1 WHERE id = $1`, id)
+				case 3:
+					_, err = e.db.Exec(e.ctx, `DELETE FROM `+table+` WHERE id = $1`, id)
+				case 4:
+					_, err = e.db.Exec(e.ctx, `UPDATE `+table+` SET id = id + 1000 WHERE id = $1`, id)
+				}
+				if err != nil && !isExpectedWriteConflict(err) {
+					t.Error(err)
+					return
+				}
+				writes.Add(1)
+			}
+		}()
+	}
+	require.Eventually(t, func() bool { return writes.Load() > 600 }, time.Minute, 10*time.Millisecond)
+	close(stop)
+	wg.Wait()
+	e.converge(c)
+	for _, d := range groupedBranchShapes {
+		e.assertMatches(d.target, d.recompute)
+		requireConsistent(t, d.target, e.selfCheck(c, d.target, trellis.SelfCheckStrict))
+	}
+	e.exec(`TRUNCATE refunds`)
+	e.converge(c)
+	for _, d := range groupedBranchShapes {
+		e.assertMatches(d.target, d.recompute)
+	}
+
+	// A chain over a group that may be NULL is refused, as ALTER is.
+	_, err = c.Define(e.ctx, `TRANSFORM over_branch FROM per_branch SELECT total`)
+	require.Equal(t, trellis.CodeValidation, trellis.CodeOf(err))
+	require.Contains(t, err.Error(), "whose key column region reads public.sales.region, which may be NULL")
+	_, err = c.Apply(e.ctx, `ALTER TRANSFORM per_branch ADD COLUMN max(amount) AS top`)
+	require.Equal(t, trellis.CodeValidation, trellis.CodeOf(err))
+	require.Contains(t, err.Error(), "in every branch")
+}
