@@ -38,6 +38,13 @@ const (
 	// decision 0044: keyed by grp; every row is in the first branch, and
 	// a group is recomputed from both).
 	UnionAgg = "union_agg"
+	// UnionGroups: the groupby shape's source; TRANSFORM bench_tgt FROM
+	// bench_src SELECT grp, sum(v) AS total, count(*) AS n WHERE v >= 0
+	// GROUP BY grp UNION ALL SELECT grp, sum(v), count(*) FROM bench_src
+	// WHERE v < 0 GROUP BY grp (a UNION ALL of aggregating branches,
+	// decision 0044: keyed by branch, grp; every row is in the first
+	// branch's groups).
+	UnionGroups = "union_groups"
 	// WindowJoin: the join's tables; TRANSFORM bench_tgt FROM bench_src s
 	// JOIN bench_customers c ON c.id = s.customer_id SELECT c.id AS cid,
 	// s.id AS id, s.v AS v, sum(s.v) OVER (PARTITION BY c.id) AS total (a
@@ -142,6 +149,20 @@ var moreShapes = map[string]moreShape{
 		transform: "TRANSFORM %[1]s WITH u AS (SELECT grp, v FROM %[2]s WHERE v >= 0 UNION ALL SELECT grp, v FROM %[2]s WHERE v < 0) FROM u SELECT grp, sum(v) AS total, count(*) AS n GROUP BY grp",
 		pollSum:   true,
 	},
+	UnionGroups: {
+		shape: shape{
+			name:       UnionGroups,
+			definition: "SELECT 1::smallint AS branch, grp, sum(v) AS total, count(*) AS n FROM %[1]s WHERE v >= 0 GROUP BY grp UNION ALL SELECT 2::smallint, grp, sum(v), count(*) FROM %[1]s WHERE v < 0 GROUP BY grp",
+			// grp first: the baseline recomputes the changed rows'
+			// groups (ON CONFLICT and the copy's index take the columns
+			// in any order); the poller reads the first branch's group.
+			keys: []string{"grp", "branch"}, vals: []string{"total", "n"},
+			pollKey: "grp", pollVal: "total", pollPrefix: firstBranch,
+		},
+		source:    GroupBy,
+		transform: "TRANSFORM %[1]s FROM %[2]s SELECT grp, sum(v) AS total, count(*) AS n WHERE v >= 0 GROUP BY grp UNION ALL SELECT grp, sum(v), count(*) FROM %[2]s WHERE v < 0 GROUP BY grp",
+		pollSum:   true,
+	},
 	WindowJoin: {
 		shape: shape{
 			name:       WindowJoin,
@@ -157,7 +178,7 @@ var moreShapes = map[string]moreShape{
 }
 
 // moreShapeNames lists moreShapes in the order Shapes gives them.
-var moreShapeNames = []string{Distinct, TopKGlobal, Intersect, Except, Anti, UnionAgg, WindowJoin}
+var moreShapeNames = []string{Distinct, TopKGlobal, Intersect, Except, Anti, UnionAgg, WindowJoin, UnionGroups}
 
 // more returns the benchmark's shape's moreShapes entry, if it is one.
 func (e *env) more() (moreShape, bool) {
