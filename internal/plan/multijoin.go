@@ -83,10 +83,10 @@ func (p *Plan) GroupNullable() bool {
 	return (len(p.Spec.GroupBy) > 0 || partitioned) && p.Spec.Join != nil && p.nullable(p.Spec.GroupPos())
 }
 
-// unitIsGroup says the target's unit is a group of rows (an aggregate's
+// UnitIsGroup says the target's unit is a group of rows (an aggregate's
 // group, a window's partition), found from the changed rows, not their
 // key.
-func (p *Plan) unitIsGroup() bool {
+func (p *Plan) UnitIsGroup() bool {
 	return p.Kind() == KindAggregate || p.Kind() == KindWindow
 }
 
@@ -150,7 +150,7 @@ func (p *Plan) images(c Changes, pos int) string {
 // expressions: a projection's or join's FROM key, an aggregate's GROUP BY,
 // a window's PARTITION BY.
 func (p *Plan) unitAt() (int, []string) {
-	if !p.unitIsGroup() {
+	if !p.UnitIsGroup() {
 		return 0, p.srcKey()
 	}
 	return p.Spec.GroupPos(), p.unitExprs()
@@ -173,11 +173,11 @@ func (p *Plan) AffectedAt(c Changes, pos, buckets int) string {
 		return p.fullAffected(c, pos, buckets)
 	}
 	at, exprs := p.unitAt()
-	if pos == at && !p.unitIsGroup() {
+	if pos == at && !p.UnitIsGroup() {
 		return ""
 	}
 	_, types := p.CheckUnit()
-	return p.walkUnits(c, pos, at, exprs, types, p.unitIsGroup() && p.nullable(at), buckets)
+	return p.walkUnits(c, pos, at, exprs, types, p.UnitIsGroup() && p.nullable(at), buckets)
 }
 
 // walkUnits is AffectedAt's query: the values of exprs (of the table at

@@ -58,9 +58,9 @@ func Affected(ctx context.Context, q catalog.Querier, t *catalog.Transform, pl *
 func affectedMulti(ctx context.Context, q catalog.Querier, t *catalog.Transform, pl *plan.Plan, src int,
 	source func(id int) (*catalog.Source, error), changes []ledger.Change, part string, add func(key []*string, bucket int)) error {
 	// The FROM table's own keys are the units, unless they group (or
-	// partition a window) or a FULL
-	// JOIN makes the other side's rows units too.
-	direct := pl.Kind() != plan.KindAggregate && pl.Kind() != plan.KindWindow && !pl.Full()
+	// partition a window) or a FULL JOIN makes the other side's rows units
+	// too.
+	direct := !pl.UnitIsGroup() && !pl.Full()
 	return affectedPositions(ctx, q, t, src, source, changes, part, add, direct, func(ch plan.Changes, pos int) string {
 		return pl.AffectedAt(ch, pos, ledger.Buckets)
 	})
