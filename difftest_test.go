@@ -462,6 +462,8 @@ func (g *diffGen) def(i int, prior []diffDef) diffDef {
 		}
 		if g.winjoin != nil && g.winjoin.IntN(3) == 0 {
 			d = g.windowJoinDef(d.name)
+		} else if g.winjoin != nil && g.winjoin.IntN(3) == 0 {
+			d = g.fullUsingDef(d.name)
 		}
 	case "join3", "join3group":
 		// A chain (c joins b) or a star (c joins a), each join inner or
@@ -724,6 +726,30 @@ func (g *diffGen) windowJoinDef(name string) diffDef {
 		d.cols = append(slices.Clone(keys), "n", "bl")
 		d.recompute = fmt.Sprintf("SELECT %s, a.n, b.label FROM %s%s ORDER BY a.n DESC NULLS LAST, %s LIMIT %d", idExprs, from, w, order, k)
 	}
+	return d
+}
+
+// fullUsingDef draws, from the winjoin stream only, a FULL JOIN with
+// USING (decision 0045): b and c on w (many to many, NULLs on either
+// side) or a and b on id, the merged column selected unqualified and
+// filtered on; PostgreSQL's own FULL JOIN ... USING is the recompute.
+func (g *diffGen) fullUsingDef(name string) diffDef {
+	r := g.winjoin
+	pick := func(xs ...string) string { return xs[r.IntN(len(xs))] }
+	d := diffDef{name: name, kind: "leftjoin"}
+	if r.IntN(2) == 0 {
+		from := fmt.Sprintf("%s b FULL JOIN %s c USING (w)", g.q("b"), g.q("c"))
+		w := pick("", " WHERE w > 0", " WHERE w IS NULL OR b.label <> 'bob'")
+		d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s SELECT b.id AS b_id0, c.id AS c_id0, w, b.label AS bl, c.tag AS ct%s", name, from, w)
+		d.cols = []string{"b_id0", "c_id0", "w", "bl", "ct"}
+		d.recompute = fmt.Sprintf("SELECT b.id, c.id, w, b.label, c.tag FROM %s%s", from, w)
+		return d
+	}
+	from := fmt.Sprintf("%s a FULL JOIN %s b USING (id)", g.q("a"), g.q("b"))
+	w := pick("", " WHERE id % 2 = 0", " WHERE a.g > 0 OR b.w > 0")
+	d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s SELECT id, a.k, b.label%s", name, from, w)
+	d.cols = []string{"a_id", "b_id", "id", "k", "label"}
+	d.recompute = fmt.Sprintf("SELECT a.id, b.id, id, a.k, b.label FROM %s%s", from, w)
 	return d
 }
 

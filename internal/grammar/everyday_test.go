@@ -58,6 +58,20 @@ func TestJoinUsing(t *testing.T) {
 	require.Equal(t, []ColumnRef{col("orders", "line")}, tr.HavingColumns)
 }
 
+// A FULL JOIN's USING column is merged as PostgreSQL defines it:
+// COALESCE of both tables' columns (decision 0045), named as the column,
+// in every part of the statement; a qualified reference reads its table.
+func TestFullJoinUsing(t *testing.T) {
+	t.Parallel()
+	tr := parseTransform(t, `TRANSFORM t FROM lefts l FULL JOIN rights r USING (g) SELECT g, r.g AS rg, l.v WHERE g > 0 AND l.v IS NOT NULL`)
+	require.Equal(t, []JoinCond{{Left: col("l", "g"), Right: col("r", "g")}}, tr.Joins[0].On)
+	require.Equal(t, "COALESCE(l.g, r.g)", tr.Select[0].Expr)
+	require.Equal(t, "g", tr.Select[0].Name)
+	require.Equal(t, []ColumnRef{col("l", "g"), col("r", "g")}, tr.Select[0].Columns)
+	require.Equal(t, "r.g", tr.Select[1].Expr)
+	require.Equal(t, "COALESCE(l.g, r.g) > 0 AND l.v IS NOT NULL", tr.Where)
+}
+
 func TestDistinctAndGlobalAggregates(t *testing.T) {
 	t.Parallel()
 	tr := parseTransform(t, `TRANSFORM t FROM s SELECT DISTINCT a, b + 1 AS c`)

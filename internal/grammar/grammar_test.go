@@ -359,7 +359,6 @@ func TestParseErrors(t *testing.T) {
 		{"JOIN without ON", "TRANSFORM t FROM a JOIN b SELECT a.x AS x", Syntax, 1, 27, "SELECT", "expected ON"},
 		{"ON without condition", "TRANSFORM t FROM a JOIN b ON SELECT a.x AS x", Syntax, 1, 30, "SELECT", "expected a join condition"},
 		{"NATURAL JOIN", "TRANSFORM t FROM a NATURAL JOIN b SELECT a.x AS x", Invalid, 1, 20, "NATURAL", "NATURAL JOIN is not supported: name the columns with JOIN ... USING"},
-		{"FULL JOIN USING", "TRANSFORM t FROM a FULL JOIN b USING (x) SELECT x", Invalid, 1, 32, "USING", "coalesce(a.x, b.x)"},
 		{"FULL OUTER without JOIN", "TRANSFORM t FROM a FULL OUTER b ON a.x = b.x SELECT x", Syntax, 1, 31, "b", "expected JOIN after FULL OUTER"},
 		{"reserved word as table", "TRANSFORM select FROM s SELECT a AS b", Syntax, 1, 11, "select", "reserved word"},
 		{"too many name parts", "DROP TRANSFORM a.b.c", Syntax, 1, 19, ".", "too many dotted parts"},

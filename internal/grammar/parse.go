@@ -65,9 +65,11 @@ type stmtParser struct {
 	// subOuter are the qualifiers of the statement's tables, which a
 	// WHERE subquery's correlations name.
 	subOuter map[string]bool
-	// using maps the columns of a JOIN ... USING to the qualifier their
-	// unqualified references are given (the FROM table's).
-	using map[string]string
+	// using maps the columns of a JOIN ... USING to the qualifiers their
+	// unqualified references are given: one (the FROM table's, or a RIGHT
+	// JOIN's table), or two for a FULL JOIN, whose merged column is
+	// COALESCE of both, as PostgreSQL defines it.
+	using map[string][]string
 	// branching is set while a set operation's branch is parsed
 	// (setop.go), branch on that branch's parser: a statement of its own,
 	// not merged into its parent as a derived table is.
@@ -297,7 +299,7 @@ func (p *stmtParser) alter() (Statement, *Error) {
 			return nil, e
 		}
 		if item.nameAt < 0 {
-			if item.name = figureColname(x.val); item.name == "" {
+			if item.name = x.colname; item.name == "" {
 				return nil, p.errAt(Invalid, from, "the new column needs a name (PostgreSQL would call it ?column?): add AS name")
 			}
 		}
@@ -614,20 +616,20 @@ func (p *stmtParser) transform() (Statement, *Error) {
 		if j.Table, e = p.sourceRef("the table name after JOIN", len(t.Joins)+1); e != nil {
 			return nil, e
 		}
-		if p.is(p.pos, "using") && kind == JoinFull {
-			return nil, p.errAt(Invalid, p.pos, "FULL JOIN ... USING is not supported (its merged column is coalesce(a.x, b.x)): write ON a.x = b.x and select coalesce(a.x, b.x) AS x")
-		}
 		if p.is(p.pos, "using") {
 			p.pos++
 			if j.Using, e = p.usingList(); e != nil {
 				return nil, e
 			}
 			if p.using == nil {
-				p.using = map[string]string{}
+				p.using = map[string][]string{}
 			}
-			fq, merged := qualifier(t.From), qualifier(t.From)
-			if kind == JoinRight {
-				merged = qualifier(j.Table) // the preserved side's, as PostgreSQL reads it
+			fq, merged := qualifier(t.From), []string{qualifier(t.From)}
+			switch kind {
+			case JoinRight:
+				merged = []string{qualifier(j.Table)} // the preserved side's, as PostgreSQL reads it
+			case JoinFull:
+				merged = []string{fq, qualifier(j.Table)} // COALESCE(a.x, b.x)
 			}
 			for _, c := range j.Using {
 				j.On = append(j.On, JoinCond{Left: ColumnRef{Qualifier: fq, Column: c}, Right: ColumnRef{Qualifier: qualifier(j.Table), Column: c}})
@@ -833,7 +835,7 @@ func (p *stmtParser) transform() (Statement, *Error) {
 		if it.nameAt < 0 {
 			items[k].name, items[k].nameAt = x.alias, x.to-1
 			if x.alias == "" {
-				items[k].name, items[k].nameAt = figureColname(x.val), it.from
+				items[k].name, items[k].nameAt = x.colname, it.from
 			}
 			if items[k].name == "" {
 				return nil, p.errAt(Invalid, it.from, fmt.Sprintf("select item %d needs a name (PostgreSQL would call it ?column?): add AS name", k+1))

@@ -57,6 +57,10 @@ type expr struct {
 	windows  []located[WindowCall] // located by byte offset in the statement text
 	alias    string                // a bare alias ending a partSelectBare item, "" when none
 	subs     []SubJoin             // a WHERE clause's semi- and anti-joins, taken out of val
+	// colname is the name PostgreSQL gives the expression as an output
+	// without AS (figureColname), as written: before a FULL JOIN's USING
+	// column is merged into COALESCE, which keeps the column's name.
+	colname string
 }
 
 // offset maps a location in the parsed query back to the statement text.
@@ -85,6 +89,7 @@ func (p *stmtParser) analyse(from, to int, kind partKind, what string) (*expr, *
 		return nil, e
 	}
 	x.val = rt.GetVal()
+	x.colname = figureColname(x.val)
 	if len(p.using) > 0 {
 		qualifyUsing(x.val.ProtoReflect(), p.using)
 	}
@@ -371,16 +376,28 @@ func plainColumn(n *pg.Node) (ColumnRef, bool) {
 
 // qualifyUsing gives the unqualified references to a USING column the
 // qualifier of the table whose column they read (the FROM table's: for
-// an inner join the two are equal, for a left join it is the one kept).
-func qualifyUsing(m protoreflect.Message, using map[string]string) {
-	if c, ok := m.Interface().(*pg.ColumnRef); ok {
-		f := c.GetFields()
-		if len(f) == 1 && f[0].GetString_() != nil {
-			if q, ok := using[f[0].GetString_().GetSval()]; ok {
-				c.Fields = append([]*pg.Node{pg.MakeStrNode(q)}, f...)
+// an inner join the two are equal, for a left join it is the one kept;
+// a RIGHT JOIN's table for a right join), or, for a FULL JOIN, replaces
+// them with COALESCE of both tables' columns, the merged column
+// PostgreSQL defines.
+func qualifyUsing(m protoreflect.Message, using map[string][]string) {
+	if n, ok := m.Interface().(*pg.Node); ok {
+		if c := n.GetColumnRef(); c != nil {
+			f := c.GetFields()
+			if len(f) == 1 && f[0].GetString_() != nil {
+				col := f[0].GetString_().GetSval()
+				switch qs := using[col]; len(qs) {
+				case 1:
+					c.Fields = append([]*pg.Node{pg.MakeStrNode(qs[0])}, f...)
+				case 2:
+					ref := func(q string) *pg.Node {
+						return pg.MakeColumnRefNode([]*pg.Node{pg.MakeStrNode(q), pg.MakeStrNode(col)}, c.GetLocation())
+					}
+					n.Node = &pg.Node_CoalesceExpr{CoalesceExpr: &pg.CoalesceExpr{Args: []*pg.Node{ref(qs[0]), ref(qs[1])}, Location: c.GetLocation()}}
+				}
 			}
+			return
 		}
-		return
 	}
 	children(m, func(c protoreflect.Message) { qualifyUsing(c, using) })
 }

@@ -156,6 +156,14 @@ func expandStar(s *grammar.Transform, q string, tables []*Table) ([]grammar.Sele
 	}
 	var out []grammar.SelectItem
 	for _, c := range using {
+		if len(s.Joins) > 0 && s.Joins[0].Kind == grammar.JoinFull && len(tables) > 1 {
+			// A FULL JOIN's merged column: either table's, whichever the
+			// row holds, as PostgreSQL defines it.
+			a, b := col(tables[0], c), col(tables[1], c)
+			out = append(out, grammar.SelectItem{Expr: "COALESCE(" + a.Expr + ", " + b.Expr + ")", Name: c,
+				Columns: append(a.Columns, b.Columns...)})
+			continue
+		}
 		out = append(out, col(tables[0], c))
 	}
 	order := make([]int, len(tables))
