@@ -106,7 +106,7 @@ func TestEverydaySyntaxRefusals(t *testing.T) {
 		{"TRANSFORM t FROM a JOIN b USING (nope) SELECT a.name", "USING column nope is not a column of a"},
 		{"TRANSFORM t FROM a SELECT x + 1", "?column?"},
 		{"TRANSFORM t FROM a SELECT DISTINCT ON (x) x, name", "DISTINCT ON without ORDER BY"},
-		{"TRANSFORM t FROM (a JOIN b ON a.x = b.x) RIGHT JOIN c ON c.x = a.x SELECT a.name", "a parenthesized join ((a JOIN b ON ...) JOIN ...) is not supported"},
+		{"TRANSFORM t FROM a LEFT JOIN (b JOIN c ON c.x = b.x) ON b.x = a.x SELECT a.name", "a LEFT JOIN of a parenthesized inner join is not supported"},
 		{"TRANSFORM t FROM a SELECT q.*", "q.* names no table"},
 	} {
 		_, err := c.Define(e.ctx, tc.stmt)

@@ -581,6 +581,9 @@ func (p *stmtParser) transform() (Statement, *Error) {
 	if e := p.expect("from", "expected FROM after the target table"); e != nil {
 		return nil, e
 	}
+	if _, e := p.flattenParenJoins(); e != nil {
+		return nil, e
+	}
 	if t.From, e = p.sourceRef("the source table name after FROM", 0); e != nil {
 		return nil, e
 	}
