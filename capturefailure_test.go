@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/trellis-pg/trellis"
+	"github.com/trellis-pg/trellis/internal/capture"
 )
 
 // waitCaptureFailure polls Status until target is paused with a capture
@@ -234,4 +235,47 @@ func TestCaptureFailureNullKeyPartStallsNothing(t *testing.T) {
 	e.converge(c)
 	e.assertMatches("keyed", "SELECT id, v FROM src")
 	e.assertMatches("mirror", "SELECT id, v FROM other")
+}
+
+// The staging worker's fitting of capture to a dropped captured column
+// reinstalls every capture function and trigger of the source, owner-only:
+// a source whose triggers still call one function for every operation (as
+// a release before level 15 installed them) ends with each operation's
+// trigger calling its own function, none executable by another role, and
+// its other reader still exact.
+func TestCaptureFittingReinstallsEveryFunctionOwnerOnly(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE src (id int PRIMARY KEY, g int, h text, amt int)`)
+	e.exec(`INSERT INTO src SELECT i, i % 3, 'h' || (i % 4), i FROM generate_series(1, 40) i`)
+	e.role("other")
+	other := e.rows(`SELECT current_database() || '_other'`)[0][0]
+	c := e.engine()
+	_, err := c.Define(e.ctx, "TRANSFORM by_g FROM src SELECT g AS g, sum(amt) AS total GROUP BY g")
+	require.NoError(t, err)
+	_, err = c.Define(e.ctx, "TRANSFORM by_h FROM src SELECT h AS h, sum(amt) AS total GROUP BY h")
+	require.NoError(t, err)
+	e.waitState(c, "by_g", trellis.StateLive)
+	e.waitState(c, "by_h", trellis.StateLive)
+	e.captureByOneFunction("src")
+	e.exec(`UPDATE trellis.sources s SET fingerprint = ` + capture.Names{Catalog: "trellis"}.FingerprintSQL())
+
+	before := time.Now()
+	e.exec(`ALTER TABLE src DROP COLUMN g`)
+	e.waitCaptureFailure(c, "by_g", before.Add(-time.Second))
+	n := capture.Names{Catalog: "trellis"}
+	e.eventually("each operation's trigger calls its own function", func() bool {
+		got := e.rows(`SELECT tgname, tgfoid::regproc::text FROM pg_trigger WHERE tgrelid = 'src'::regclass AND NOT tgisinternal ORDER BY tgname`)
+		return len(got) == 4 && got[0][1] == "trellis.capture_1_del" && got[1][1] == "trellis.capture_1_ins" &&
+			got[2][1] == "trellis.capture_1" && got[3][1] == "trellis.capture_1_upd" && got[2][0] == n.Trigger("trunc")
+	})
+	require.Empty(t, e.rows(`SELECT p.proname FROM pg_proc p WHERE p.pronamespace = 'trellis'::regnamespace AND p.proname LIKE 'capture%'
+  AND has_function_privilege($1, p.oid, 'EXECUTE')`, other), "another role may run a capture function")
+
+	e.exec(`UPDATE src SET h = h || 'x' WHERE id % 2 = 0; DELETE FROM src WHERE id = 3; INSERT INTO src (id, h, amt) VALUES (1000, 'h9', 5)`)
+	e.converge(c)
+	e.assertMatches("by_h", "SELECT h, sum(amt) AS total FROM src GROUP BY h")
+	st, err := c.Status(e.ctx, "by_h")
+	require.NoError(t, err)
+	require.Equal(t, trellis.StateLive, st.State)
 }

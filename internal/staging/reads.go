@@ -205,10 +205,11 @@ func (w *Worker) fixCapture(ctx context.Context, id int) error {
 			return nil
 		}
 		s.CapTypes = newTypes
-		for _, q := range w.Names.FunctionsSQL(s) {
-			if _, err := tx.Exec(ctx, q); err != nil {
-				return fmt.Errorf("replacing the capture functions of %s: %w", table, err)
-			}
+		// Install, not only the functions: it revokes every function from
+		// PUBLIC and points each trigger at its operation's function, also
+		// for a source whose triggers an older release installed.
+		if err := w.Names.Install(ctx, tx, s); err != nil {
+			return fmt.Errorf("replacing the capture of %s: %w", table, err)
 		}
 		if _, err := tx.Exec(ctx, w.Cat.SQL(sqlSetCapTypes), s.ID, newTypes); err != nil {
 			return err
