@@ -102,46 +102,7 @@ func TestSetOperations(t *testing.T) {
 	}
 
 	e.connect(trellis.Options{DrainWorkers: 2})
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var writes atomic.Int64
-	for w := range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(w), 17))
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				table := []string{"sales", "refunds"}[r.IntN(2)]
-				id := r.Int64N(300) + 1
-				var err error
-				switch r.IntN(5) {
-				case 0:
-					_, err = e.db.Exec(e.ctx, `INSERT INTO `+table+` VALUES ($1, $2, $3) ON CONFLICT (id) DO UPDATE SET amount = EXCLUDED.amount`, id, fmt.Sprint("r", r.IntN(6)), r.IntN(8))
-				case 1:
-					_, err = e.db.Exec(e.ctx, `UPDATE `+table+` SET region = $2 WHERE id = $1`, id, fmt.Sprint("r", r.IntN(6)))
-				case 2:
-					_, err = e.db.Exec(e.ctx, `UPDATE `+table+` SET region = NULL, amount = amount + 1 WHERE id = $1`, id)
-				case 3:
-					_, err = e.db.Exec(e.ctx, `DELETE FROM `+table+` WHERE id = $1`, id)
-				case 4:
-					_, err = e.db.Exec(e.ctx, `UPDATE `+table+` SET id = id + 1000 WHERE id = $1`, id)
-				}
-				if err != nil && !isExpectedWriteConflict(err) {
-					t.Error(err)
-					return
-				}
-				writes.Add(1)
-			}
-		}()
-	}
-	require.Eventually(t, func() bool { return writes.Load() > 600 }, time.Minute, 10*time.Millisecond)
-	close(stop)
-	wg.Wait()
+	writeSalesAndRefunds(t, e, 17, false)
 	e.converge(c)
 	for _, d := range setOpShapes {
 		e.assertMatches(d.target, d.recompute)
@@ -271,4 +232,65 @@ func TestSetOperationBranchViewReadWithTheDefinersRights(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"public.open_t", "public.secret_t"}, st.Sources)
 	require.Equal(t, []string{"public.secret_v"}, st.Views)
+}
+
+// writeSalesAndRefunds runs three writers of random inserts, updates (of
+// region, amount and id) and deletes on sales and refunds, and with tiers
+// of updates of tiers' tier too, until they made more than 600 writes, and
+// waits for them to stop.
+func writeSalesAndRefunds(t *testing.T, e *env, seed uint64, tiers bool) {
+	t.Helper()
+	tables := []string{"sales", "refunds"}
+	if tiers {
+		tables = []string{"sales", "refunds", "sales", "refunds", "tiers"}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var writes atomic.Int64
+	for w := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), seed))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				table := tables[r.IntN(len(tables))]
+				id := r.Int64N(300) + 1
+				var err error
+				if table == "tiers" {
+					_, err = e.db.Exec(e.ctx, `UPDATE tiers SET tier = $2 WHERE region = $1`, fmt.Sprint("r", r.IntN(6)), r.IntN(4))
+					if err != nil && !isExpectedWriteConflict(err) {
+						t.Error(err)
+						return
+					}
+					writes.Add(1)
+					continue
+				}
+				switch r.IntN(5) {
+				case 0:
+					_, err = e.db.Exec(e.ctx, `INSERT INTO `+table+` VALUES ($1, $2, $3) ON CONFLICT (id) DO UPDATE SET amount = EXCLUDED.amount`, id, fmt.Sprint("r", r.IntN(6)), r.IntN(8))
+				case 1:
+					_, err = e.db.Exec(e.ctx, `UPDATE `+table+` SET region = $2 WHERE id = $1`, id, fmt.Sprint("r", r.IntN(6)))
+				case 2:
+					_, err = e.db.Exec(e.ctx, `UPDATE `+table+` SET region = NULL, amount = amount + 1 WHERE id = $1`, id)
+				case 3:
+					_, err = e.db.Exec(e.ctx, `DELETE FROM `+table+` WHERE id = $1`, id)
+				case 4:
+					_, err = e.db.Exec(e.ctx, `UPDATE `+table+` SET id = id + 1000 WHERE id = $1`, id)
+				}
+				if err != nil && !isExpectedWriteConflict(err) {
+					t.Error(err)
+					return
+				}
+				writes.Add(1)
+			}
+		}()
+	}
+	require.Eventually(t, func() bool { return writes.Load() > 600 }, time.Minute, 10*time.Millisecond)
+	close(stop)
+	wg.Wait()
 }

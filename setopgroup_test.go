@@ -1,12 +1,7 @@
 package trellis_test
 
 import (
-	"fmt"
-	"math/rand/v2"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -80,46 +75,7 @@ func TestUnionAllOfAggregatingBranches(t *testing.T) {
 	}
 
 	e.connect(trellis.Options{DrainWorkers: 2})
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var writes atomic.Int64
-	for w := range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(w), 29))
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				table := []string{"sales", "refunds"}[r.IntN(2)]
-				id := r.Int64N(300) + 1
-				var err error
-				switch r.IntN(5) {
-				case 0:
-					_, err = e.db.Exec(e.ctx, `INSERT INTO `+table+` VALUES ($1, $2, $3) ON CONFLICT (id) DO UPDATE SET amount = EXCLUDED.amount`, id, fmt.Sprint("r", r.IntN(6)), r.IntN(8))
-				case 1:
-					_, err = e.db.Exec(e.ctx, `UPDATE `+table+` SET region = $2 WHERE id = $1`, id, fmt.Sprint("r", r.IntN(6)))
-				case 2:
-					_, err = e.db.Exec(e.ctx, `UPDATE `+table+` SET region = NULL, amount = amount + 1 WHERE id = $1`, id)
-				case 3:
-					_, err = e.db.Exec(e.ctx, `DELETE FROM `+table+` WHERE id = $1`, id)
-				case 4:
-					_, err = e.db.Exec(e.ctx, `UPDATE `+table+` SET id = id + 1000 WHERE id = $1`, id)
-				}
-				if err != nil && !isExpectedWriteConflict(err) {
-					t.Error(err)
-					return
-				}
-				writes.Add(1)
-			}
-		}()
-	}
-	require.Eventually(t, func() bool { return writes.Load() > 600 }, time.Minute, 10*time.Millisecond)
-	close(stop)
-	wg.Wait()
+	writeSalesAndRefunds(t, e, 29, false)
 	e.converge(c)
 	for _, d := range groupedBranchShapes {
 		e.assertMatches(d.target, d.recompute)
