@@ -455,7 +455,7 @@ func IsLockTimeout(err error) bool {
 	return pgerr.Is(err, pgerrcode.LockNotAvailable)
 }
 
-// Install creates (or re-creates) a source's capture function and triggers
+// Install creates (or re-creates) a source's capture functions and triggers
 // in tx. The caller holds tx with a short lock_timeout.
 func (n Names) Install(ctx context.Context, tx pgx.Tx, s catalog.Source) error {
 	// The functions run with their owner's rights: nobody else may call
