@@ -162,7 +162,43 @@ func (e *env) converge(c *trellis.Client) {
 	e.t.Helper()
 	tok, err := c.WatermarkToken(e.ctx)
 	require.NoError(e.t, err)
-	require.NoError(e.t, c.AwaitConverged(e.ctx, tok, 25*time.Second))
+	// A loaded machine slows the drain, a stuck drain makes no progress:
+	// wait 25 s at a time for as long as the pending changes shrink between
+	// two looks (up to convergeCap), and fail as soon as they do not.
+	deadline := time.Now().Add(convergeCap)
+	last := int64(-1)
+	for {
+		err := c.AwaitConverged(e.ctx, tok, 25*time.Second)
+		if err == nil {
+			return
+		}
+		if trellis.CodeOf(err) != trellis.CodeTimeout || time.Now().After(deadline) {
+			require.NoError(e.t, err)
+		}
+		pending := e.pendingChanges(c)
+		if last >= 0 && pending >= last {
+			require.NoError(e.t, err, "no progress in the last 25 s: %d changes pending, %d before", pending, last)
+		}
+		last = pending
+	}
+}
+
+// convergeCap bounds how long converge goes on waiting while the drain
+// makes progress.
+const convergeCap = 3 * time.Minute
+
+// pendingChanges sums Status.PendingChanges over every transform.
+func (e *env) pendingChanges(c *trellis.Client) int64 {
+	e.t.Helper()
+	defs, err := c.Definitions(e.ctx)
+	require.NoError(e.t, err)
+	var n int64
+	for _, d := range defs {
+		st, err := c.Status(e.ctx, d.Target)
+		require.NoError(e.t, err)
+		n += st.PendingChanges
+	}
+	return n
 }
 
 // rows returns a query's rows as strings, sorted by the query's ORDER BY.
