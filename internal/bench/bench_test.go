@@ -95,7 +95,7 @@ func TestBenchShapesSmoke(t *testing.T) {
 	}
 }
 
-func smoke(t *testing.T, opts Options) {
+func smoke(t *testing.T, opts Options) []Result {
 	t.Helper()
 	opts.URL = testsupport.Database(t)
 	opts.Logf = t.Logf
@@ -149,6 +149,7 @@ func smoke(t *testing.T, opts Options) {
 	if !strings.Contains(out.String(), "cpu µs/change") {
 		t.Error("the report has no CPU column")
 	}
+	return results
 }
 
 // TestBenchCompareSmoke runs the side-by-side benchmark at a tiny size: a
@@ -158,9 +159,66 @@ func TestBenchCompareSmoke(t *testing.T) {
 }
 
 // TestBenchSustainSmoke runs the sustain benchmark for a moment at a low
-// rate: a ledger size and a heap figure.
+// rate: the ledger's largest size, how long a segment held rows, resident
+// memory (start, largest), the heap, and a series of one window.
 func TestBenchSustainSmoke(t *testing.T) {
-	smoke(t, Options{Only: []string{Sustain}, Rows: 2000, Changes: 2000, Duration: 1500 * time.Millisecond, Rate: 300})
+	results := smoke(t, Options{Only: []string{Sustain}, Rows: 2000, Changes: 2000, Duration: 1500 * time.Millisecond, Rate: 300})
+	got := map[string]Result{}
+	for _, r := range results {
+		got[r.Name] = r
+	}
+	for _, name := range []string{"sustain/ledger", "sustain/segments", "sustain/rss", "sustain/heap", "sustain/minute-1"} {
+		if _, ok := got[name]; !ok {
+			t.Errorf("no %s figure", name)
+		}
+	}
+	if _, ok := got["sustain/minute-2"]; ok {
+		t.Error("a run shorter than a minute has a second window")
+	}
+	if r := got["sustain/rss"]; r.Measured < r.Baseline {
+		t.Errorf("largest resident memory %.1f MB is below the start's %.1f MB", r.Measured, r.Baseline)
+	}
+}
+
+// TestRingWatch: the time a segment held rows counts from when it was
+// last seen empty; past its period counts only for a segment the ring has
+// left, from the end of its last period (SegmentAt rounds the clock's
+// seconds, so period k is [2k-0.5, 2k+1.5) s).
+func TestRingWatch(t *testing.T) {
+	var r ringWatch
+	// 1000 s: turn 500, segment 0 is current; segment 1 was current in
+	// turn 497, which ended at 995.5 s.
+	if held, past := r.observe(1000, [4]int64{3, 5, 0, 0}); held != 0 || past != 4.5 {
+		t.Errorf("first sample: held %v, past %v; want 0, 4.5", held, past)
+	}
+	// 1001.7 s: turn 501, segment 1 current again; 0 left at 1001.5 s.
+	if held, past := r.observe(1001.7, [4]int64{3, 5, 0, 0}); math.Abs(held-1.7) > 1e-9 || math.Abs(past-0.2) > 1e-9 {
+		t.Errorf("second sample: held %v, past %v; want 1.7, 0.2", held, past)
+	}
+	// 1004 s: turn 502, segment 2 current; 0 emptied, 1 still holds rows.
+	if held, past := r.observe(1004, [4]int64{0, 5, 7, 0}); held != 4 || past != 0.5 {
+		t.Errorf("third sample: held %v, past %v; want 4, 0.5", held, past)
+	}
+	// 1005 s: segment 2, current, was last seen empty at 1001.7 s.
+	if held, past := r.observe(1005, [4]int64{0, 0, 7, 0}); math.Abs(held-3.3) > 1e-9 || past != 0 {
+		t.Errorf("fourth sample: held %v, past %v; want 3.3, 0", held, past)
+	}
+}
+
+// TestSustainWindows: the series has a window per span of the run; the
+// samples read after the run go to the last.
+func TestSustainWindows(t *testing.T) {
+	var ss []sample
+	for i := range 123 {
+		ss = append(ss, sample{at: time.Duration(i) * time.Second})
+	}
+	w := windows(ss, time.Minute, 2*time.Minute)
+	if len(w) != 2 || len(w[0]) != 60 || len(w[1]) != 63 || w[1][0].at != time.Minute {
+		t.Fatalf("got %d windows: want 2 of 60 and 63 samples", len(w))
+	}
+	if w := windows(ss[:3], 1500*time.Millisecond, 1500*time.Millisecond); len(w) != 1 {
+		t.Fatalf("a run of one window: got %d windows", len(w))
+	}
 }
 
 // TestBenchScaleSmoke runs the scale benchmark on two points of each axis
