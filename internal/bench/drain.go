@@ -84,6 +84,13 @@ func (s *suite) drain(ctx context.Context, e *env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The baseline must do the drain's work: after it the copy is the
+	// definition's result.
+	if bad, err := e.mismatchesIn(ctx, e.table("bench_copy")); err != nil {
+		return nil, err
+	} else if bad != 0 {
+		return nil, fmt.Errorf("after the baseline upserts %d rows of the copy differ from the definition's result", bad)
+	}
 	e.checkpoint(ctx)
 
 	stmts, err := e.newStatements(ctx)
@@ -178,7 +185,10 @@ func (e *env) baselineUpsert(cp string) (create []string, upsert string) {
 		return create, upsert
 	}
 	var cond string
+	m, _ := e.more()
 	switch {
+	case m.recompute != "":
+		cond = fmt.Sprintf(m.recompute, e.table("bench_src"))
 	case len(e.shape.keys) == 0:
 		cond = "cardinality($1::bigint[]) > 0"
 	case slices.Contains(e.shape.keys, "id") && e.shape.keys[0] != "grp":

@@ -445,6 +445,11 @@ func (e *env) createSource(ctx context.Context, rows int) error {
 // mismatches counts the rows where the target and the definition's result
 // differ (a row missing on either side, or other values).
 func (e *env) mismatches(ctx context.Context) (int64, error) {
+	return e.mismatchesIn(ctx, e.table("bench_tgt"))
+}
+
+// mismatchesIn is mismatches for table, a target or a copy of it.
+func (e *env) mismatchesIn(ctx context.Context, table string) (int64, error) {
 	var d, t []string
 	for _, c := range e.shape.vals {
 		d = append(d, "d."+c)
@@ -467,7 +472,7 @@ func (e *env) mismatches(ctx context.Context) (int64, error) {
 	var n int64
 	err := e.pool.QueryRow(ctx, fmt.Sprintf(
 		"SELECT count(*) FROM (%s) d FULL JOIN %s t %s WHERE ROW(%s) IS DISTINCT FROM ROW(%s)",
-		e.definition(), e.table("bench_tgt"), on, strings.Join(d, ", "), strings.Join(t, ", "))).Scan(&n)
+		e.definition(), table, on, strings.Join(d, ", "), strings.Join(t, ", "))).Scan(&n)
 	return n, err
 }
 

@@ -77,6 +77,15 @@ type moreShape struct {
 	// pollSum: the latency poller reads the written row's group, whose
 	// total is the sum of its rows' v (as the groupby shape's).
 	pollSum bool
+	// byID, when set, is the definition with the drain baseline's changed
+	// ids ($1) in each branch (%[1]s bench_src), as a batch job writes it:
+	// PostgreSQL pushes no condition into an EXCEPT, so the definition's
+	// result filtered by id recomputes the whole set operation.
+	byID string
+	// recompute, when set, is the condition on the definition's rows (d)
+	// the drain baseline recomputes for its changed ids ($1; %[1]s
+	// bench_src), when it is not those ids' rows: a window's partitions.
+	recompute string
 }
 
 var moreShapes = map[string]moreShape{
@@ -127,6 +136,7 @@ var moreShapes = map[string]moreShape{
 		source:    Projection,
 		transform: "TRANSFORM %[1]s FROM %[2]s SELECT id, v WHERE v >= 0 EXCEPT SELECT id, v FROM %[2]s WHERE v < 0",
 		rowKeyed:  true,
+		byID:      "SELECT id, v FROM %[1]s WHERE v >= 0 AND id = ANY ($1::bigint[]) EXCEPT SELECT id, v FROM %[1]s WHERE v < 0 AND id = ANY ($1::bigint[])",
 	},
 	Anti: {
 		shape: shape{
@@ -174,6 +184,7 @@ var moreShapes = map[string]moreShape{
 		},
 		source:    Join,
 		transform: "TRANSFORM %[1]s FROM %[2]s s JOIN %[3]s c ON c.id = s.customer_id SELECT c.id AS cid, s.id AS id, s.v AS v, sum(s.v) OVER (PARTITION BY c.id) AS total",
+		recompute: "d.cid = ANY (ARRAY(SELECT DISTINCT customer_id FROM %[1]s WHERE id = ANY ($1::bigint[])))",
 	},
 }
 
@@ -221,6 +232,10 @@ func (e *env) moreBaseline(cp string) string {
 			"d AS (SELECT %[2]s FROM (%[3]s) d WHERE d.grp IN (SELECT grp FROM g)), "+
 			"gone AS (DELETE FROM %[4]s WHERE grp IN (SELECT grp FROM g) AND (%[2]s) NOT IN (SELECT %[2]s FROM d)) "+
 			"INSERT INTO %[4]s (%[2]s) SELECT %[2]s FROM d ON CONFLICT (%[2]s) DO NOTHING", src, cols, def, cp)
+	case m.byID != "":
+		return fmt.Sprintf("WITH d AS (SELECT %[1]s FROM (%[2]s) d), "+
+			"gone AS (DELETE FROM %[3]s WHERE id = ANY ($1::bigint[]) AND (%[1]s) NOT IN (SELECT %[1]s FROM d)) "+
+			"INSERT INTO %[3]s (%[1]s) SELECT %[1]s FROM d ON CONFLICT (%[1]s) DO NOTHING", cols, fmt.Sprintf(m.byID, src), cp)
 	default:
 		return fmt.Sprintf("WITH d AS (SELECT %[1]s FROM (%[2]s) d WHERE d.id = ANY ($1::bigint[])), "+
 			"gone AS (DELETE FROM %[3]s WHERE id = ANY ($1::bigint[]) AND (%[1]s) NOT IN (SELECT %[1]s FROM d)) "+
