@@ -676,23 +676,6 @@ func (p *Plan) PlannerSettings() (before, after string) {
 	return "SET LOCAL enable_nestloop = off", "SET LOCAL enable_nestloop TO DEFAULT"
 }
 
-// currentByKey is Changes.current for a table of one key column: the
-// changed keys as an array the planner cannot size, so it finds the rows
-// through the key's index (sized, a page's keys made it hash the whole
-// table, a cost growing with the table).
-func (c Changes) currentByKey(alias string) string {
-	src := c.Source
-	if len(src.KeyCols) != 1 || isArrayType(src.KeyTypes[0]) {
-		return c.current(alias)
-	}
-	o := opAt(src.KeyOps, 0)
-	k1 := fromKeyParam("k1", src.KeyTypes[0])
-	if o != nil {
-		k1 = "k1::" + o.Type
-	}
-	return anyOf(ident.Quote(alias)+"."+ident.Quote(src.KeyCols[0]), "ARRAY(SELECT "+k1+" FROM chg)", o)
-}
-
 // setOpKeyTypes are the types of a set operation's key columns, as the
 // target records them ("" before it does).
 func (p *Plan) setOpKeyTypes() []string {

@@ -603,6 +603,23 @@ func (c Changes) current(alias string) string {
 	return inQuery(keys, "SELECT "+strings.Join(casts, ", ")+" FROM chg", c.Source.KeyOps)
 }
 
+// currentByKey is Changes.current for a table of one key column: the
+// changed keys as an array the planner cannot size, so it finds the rows
+// through the key's index (sized, a page's keys made it hash the whole
+// table, a cost growing with the table).
+func (c Changes) currentByKey(alias string) string {
+	src := c.Source
+	if len(src.KeyCols) != 1 || isArrayType(src.KeyTypes[0]) {
+		return c.current(alias)
+	}
+	o := opAt(src.KeyOps, 0)
+	k1 := fromKeyParam("k1", src.KeyTypes[0])
+	if o != nil {
+		k1 = "k1::" + o.Type
+	}
+	return anyOf(ident.Quote(alias)+"."+ident.Quote(src.KeyCols[0]), "ARRAY(SELECT "+k1+" FROM chg)", o)
+}
+
 // textWithBucket renders output expressions, of the given types, as text
 // plus their key bucket, the way capture renders keys.
 func textWithBucket(exprs, types []string, buckets int) string {
@@ -652,9 +669,12 @@ func (p *Plan) AffectedGroups(c Changes, joinedSide bool, buckets int) string {
 	var parts []string
 	switch {
 	case p.Spec.Join == nil:
+		// The changed rows as they are now, found through the key's index
+		// in one scan (currentByKey): an IN of the page's keys was a hash
+		// join over the whole source, or a scan of the index per key.
 		parts = c.pick(
 			fmt.Sprintf("SELECT %s FROM %s", g, c.oldImage(p.alias())),
-			fmt.Sprintf("SELECT %s FROM %s WHERE %s", g, p.from(), c.current(p.alias())))
+			fmt.Sprintf("SELECT %s FROM %s WHERE %s", g, p.from(), c.currentByKey(p.alias())))
 	case !joinedSide && !p.Spec.GroupJoined:
 		// The GROUP BY reads the changed side alone: its rows' groups,
 		// old and new, whatever they join (the other side may have
@@ -662,14 +682,14 @@ func (p *Plan) AffectedGroups(c Changes, joinedSide bool, buckets int) string {
 		// the group of a pair that no longer exists).
 		parts = c.pick(
 			fmt.Sprintf("SELECT %s FROM %s", g, c.oldImage(p.alias())),
-			fmt.Sprintf("SELECT %s FROM %s WHERE %s", g, p.from(), c.current(p.alias())))
+			fmt.Sprintf("SELECT %s FROM %s WHERE %s", g, p.from(), c.currentByKey(p.alias())))
 	case joinedSide && p.Spec.GroupJoined:
 		j := p.Spec.Join
 		ja := aliasOf(j.Source)
 		jt := ident.Qualified(j.Source.Schema, j.Source.Table) + " AS " + ident.Quote(ja)
 		parts = c.pick(
 			fmt.Sprintf("SELECT %s FROM %s", g, c.oldImage(ja)),
-			fmt.Sprintf("SELECT %s FROM %s WHERE %s", g, jt, c.current(ja)))
+			fmt.Sprintf("SELECT %s FROM %s WHERE %s", g, jt, c.currentByKey(ja)))
 		if j.Left && c.Part != "old" {
 			// A FROM row the change gave a match had none before: it
 			// leaves the group it had without one (the NULL group of
