@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"strconv"
 	"strings"
@@ -75,7 +76,7 @@ func (s *suite) sustain(ctx context.Context, e *env) ([]Result, error) {
 	read := func(at time.Duration) error {
 		var sm sample
 		var epoch float64
-		dest := []any{&sm.pending, &epoch}
+		dest := []any{&sm.pending, &epoch, &sm.appended}
 		for i := range sm.segs {
 			dest = append(dest, &sm.segs[i])
 		}
@@ -94,13 +95,14 @@ func (s *suite) sustain(ctx context.Context, e *env) ([]Result, error) {
 		samples = append(samples, sm)
 		return nil
 	}
+	// The source's rows and the parser's warm-up (define) leave garbage:
+	// the run starts from a collected heap, returned to the system, so
+	// that resident memory at the start is the workers' and writers' own.
+	debug.FreeOSMemory()
 	if err := read(0); err != nil {
 		return nil, err
 	}
 	e.logf("writing %.0f writes/s for %s (a line every %s)", ws.rate, s.opts.Duration, max(sustainSample, s.opts.Duration/sustainReports).Round(time.Second))
-	// The parser's warm-up (define) leaves garbage a first GC frees: the
-	// run starts from a collected heap.
-	runtime.GC()
 	m := e.startMeter(ctx)
 	type outcome struct {
 		n   int64
@@ -155,10 +157,19 @@ func (s *suite) sustain(ctx context.Context, e *env) ([]Result, error) {
 	rate := float64(out.n) / s.opts.Duration.Seconds()
 	st, all := summarize(steady), summarize(samples)
 	first, last := steady[0], samples[len(samples)-1]
+	// The ledger's size in seconds of writes: against the rows appended
+	// per second (an UPDATE appends more than one), as the server's
+	// statistics count them; they trail by up to a second, so a run too
+	// short to have any counted is compared with the writes per second.
+	per, perWhat := rate, "writes per second"
+	if appended := float64(last.appended - samples[0].appended); appended > 0 {
+		per = appended / s.opts.Duration.Seconds()
+		perWhat = fmt.Sprintf("ledger rows appended per second (%.2f a write at %.0f writes/s)", per/rate, rate)
+	}
 	res := []Result{
-		result("sustain/ledger", rate, float64(st.ledger), "rows",
-			fmt.Sprintf("largest ledger over the steady run vs writes per second (ratio: seconds of writes held); mean %.0f rows; largest segment %d rows; %d ring rotations in %s; drain %s; %.0f µs CPU per write, every process",
-				st.meanLedger, st.segment, last.rotations, s.opts.Duration, lag, cpu)),
+		result("sustain/ledger", per, float64(st.ledger), "rows",
+			fmt.Sprintf("largest ledger over the steady run vs %s (ratio: seconds of writes held); mean %.0f rows; largest segment %d rows; %d ring rotations in %s; drain %s; %.0f µs CPU per write, every process",
+				perWhat, st.meanLedger, st.segment, last.rotations, s.opts.Duration, lag, cpu)),
 		result("sustain/segments", ledger.SegmentPeriod.Seconds(), max(all.held, sustainSample.Seconds()), "s",
 			fmt.Sprintf("longest a segment held rows since it was last seen empty (sampled every %s, so up to that much more) vs the period it is current (ratio: periods); longest a segment the ring had left held rows past its period: %.1f s (the ring comes back to it %.0f s after)",
 				sustainSample, all.past, (ledger.SegmentPeriod*(ledger.Segments-1)).Seconds())),
@@ -171,8 +182,8 @@ func (s *suite) sustain(ctx context.Context, e *env) ([]Result, error) {
 	window := min(sustainWindow, s.opts.Duration)
 	for i, w := range windows(samples, window, s.opts.Duration) {
 		m := summarize(w)
-		res = append(res, result(fmt.Sprintf("sustain/minute-%d", i+1), rate, float64(max(m.ledger, 1)), "rows",
-			fmt.Sprintf("%s to %s: largest ledger vs writes per second (ratio: seconds of writes held), mean %.0f, largest segment %d; a segment held rows up to %.1f s (%.1f s past its period); pages pending up to %d; RSS up to %.1f MB, Go heap up to %.1f MB; %d rotations by its end",
+		res = append(res, result(fmt.Sprintf("sustain/minute-%d", i+1), per, float64(max(m.ledger, 1)), "rows",
+			fmt.Sprintf("%s to %s: largest ledger vs rows appended per second as sustain/ledger (ratio: seconds of writes held), mean %.0f, largest segment %d; a segment held rows up to %.1f s (%.1f s past its period); pages pending up to %d; RSS up to %.1f MB, Go heap up to %.1f MB; %d rotations by its end",
 				w[0].at.Round(time.Second), w[len(w)-1].at.Round(time.Second), m.meanLedger, m.segment, m.held, m.past, m.pending, mb(m.rss), mb(m.heap), w[len(w)-1].rotations)))
 	}
 	return res, nil
@@ -183,16 +194,21 @@ type sample struct {
 	at              time.Duration
 	segs            [ledger.Segments]int64 // rows of each segment of the ring
 	ledger, pending int64                  // rows of all segments; pages not done
+	appended        int64                  // rows ever appended to the segments (the server's statistics)
 	rotations       int
 	held, past      float64 // seconds: ringWatch.observe
 	rss, heap       int64   // bytes: resident, and the Go heap live at the last GC
 }
 
-// sustainSampleSQL reads the pages not done, the clock (Unix seconds) and
-// the rows of each segment of the ring in catalog, in that order.
+// sustainSampleSQL reads the pages not done, the clock (Unix seconds), the
+// rows ever appended to the segments of the ring in catalog (the server's
+// statistics) and the rows of each segment, in that order.
 func sustainSampleSQL(catalog string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "SELECT (SELECT count(*) FROM %s.pages WHERE NOT done), date_part('epoch', clock_timestamp())", catalog)
+	fmt.Fprintf(&b, "SELECT (SELECT count(*) FROM %s.pages WHERE NOT done), date_part('epoch', clock_timestamp()), 0", catalog)
+	for i := range ledger.Segments {
+		fmt.Fprintf(&b, " + pg_stat_get_tuples_inserted('%s.%s'::regclass)", catalog, ledger.Segment(i))
+	}
 	for i := range ledger.Segments {
 		fmt.Fprintf(&b, ", (SELECT count(*) FROM %s.%s)", catalog, ledger.Segment(i))
 	}
