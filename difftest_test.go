@@ -101,7 +101,8 @@ func TestDifferential(t *testing.T) {
 				setbranch: rand.New(rand.NewPCG(seed, seed^0x4f1bbcdcbfa53e0b)),
 				everyday:  rand.New(rand.NewPCG(seed, seed^0x7c5e2a1d3b9f4e61)),
 				winjoin:   rand.New(rand.NewPCG(seed, seed^0x1b873593cc9e2d51)),
-				over:      rand.New(rand.NewPCG(seed, seed^0x94d049bb133111eb))}
+				over:      rand.New(rand.NewPCG(seed, seed^0x94d049bb133111eb)),
+				setcount:  rand.New(rand.NewPCG(seed, seed^0x2c1b3c6d5e7f8091))}
 			t.Logf("differential case %s: seed %d (replay: go test -run TestDifferential -seed %d; a divergence found becomes a line of testdata/difftest/regressions.txt)", r.name, seed, seed)
 			runDiffCase(t, e, c, g)
 			executed++
@@ -165,6 +166,9 @@ type diffGen struct {
 	// over draws the definition of overDef added to each case (a
 	// statement over a UNION ALL in a CTE or derived table).
 	over *rand.Rand
+	// setcount draws whether a tree of set operations keeps duplicates
+	// by count (INTERSECT ALL, EXCEPT ALL; decision 0050): its own stream.
+	setcount *rand.Rand
 }
 
 func (g *diffGen) pick(xs ...string) string { return xs[g.r.IntN(len(xs))] }
@@ -881,11 +885,22 @@ func (g *diffGen) setOpDef(name string) diffDef {
 		d.recompute = strings.Join(rec, " UNION ALL ")
 		return d
 	}
-	// A tree of set operations without ALL (SQL precedence).
+	// A tree of set operations without ALL (SQL precedence), or, drawn
+	// from the setcount stream, with ALL on every operator: counted, keyed
+	// by the row and its copy's ordinal (a tree of UNION ALLs alone is the
+	// branch-keyed shape above, so it stays without ALL).
+	ops := make([]string, len(bs))
+	for i := 1; i < len(bs); i++ {
+		ops[i] = pick("UNION", "INTERSECT", "EXCEPT")
+	}
+	counted := g.setcount != nil && g.setcount.IntN(3) != 0 && slices.ContainsFunc(ops, func(o string) bool { return o != "" && o != "UNION" })
 	var stmt, rec strings.Builder
 	for i, b := range bs {
 		if i > 0 {
-			op := " " + pick("UNION", "INTERSECT", "EXCEPT") + " "
+			op := " " + ops[i] + " "
+			if counted {
+				op = " " + ops[i] + " ALL "
+			}
 			stmt.WriteString(op)
 			rec.WriteString(op)
 		}
@@ -899,6 +914,10 @@ func (g *diffGen) setOpDef(name string) diffDef {
 	}
 	d.stmt, d.recompute = stmt.String(), rec.String()
 	d.cols = []string{"x", "y"}
+	if counted {
+		d.recompute = "SELECT x, y, row_number() OVER (PARTITION BY x, y) AS ordinal FROM (" + d.recompute + ") AS q"
+		d.cols = append(d.cols, "ordinal")
+	}
 	return d
 }
 

@@ -52,6 +52,13 @@ const (
 	// keyed by cid, id; a change recomputes its customer's partition, 100
 	// rows at 1M rows).
 	WindowJoin = "window_join"
+	// IntersectAll: the groupby shape's source with an index on (grp, v);
+	// TRANSFORM bench_tgt FROM bench_src SELECT grp, v WHERE v >= 0
+	// INTERSECT ALL SELECT grp, v FROM bench_src WHERE id > 0 (decision
+	// 0050: keyed by grp, v, ordinal; every row is in both branches, so a
+	// value has as many copies as rows, and a change recomputes the
+	// copies of its row's old and new values).
+	IntersectAll = "intersect_all"
 )
 
 // moreShape is a shape of moreShapes.
@@ -173,6 +180,18 @@ var moreShapes = map[string]moreShape{
 		transform: "TRANSFORM %[1]s FROM %[2]s SELECT grp, sum(v) AS total, count(*) AS n WHERE v >= 0 GROUP BY grp UNION ALL SELECT grp, sum(v), count(*) FROM %[2]s WHERE v < 0 GROUP BY grp",
 		pollSum:   true,
 	},
+	IntersectAll: {
+		shape: shape{
+			name:       IntersectAll,
+			definition: "SELECT grp, v, row_number() OVER (PARTITION BY grp, v) AS ordinal FROM (SELECT grp, v FROM %[1]s WHERE v >= 0 INTERSECT ALL SELECT grp, v FROM %[1]s WHERE id > 0) q",
+			keys:       []string{"grp", "v", "ordinal"},
+			pollKey:    "grp", pollVal: "v",
+		},
+		source:    GroupBy,
+		transform: "TRANSFORM %[1]s FROM %[2]s SELECT grp, v WHERE v >= 0 INTERSECT ALL SELECT grp, v FROM %[2]s WHERE id > 0",
+		index:     "CREATE INDEX ON %[1]s (grp, v)",
+		rowKeyed:  true, pollGroup: true,
+	},
 	WindowJoin: {
 		shape: shape{
 			name:       WindowJoin,
@@ -189,7 +208,7 @@ var moreShapes = map[string]moreShape{
 }
 
 // moreShapeNames lists moreShapes in the order Shapes gives them.
-var moreShapeNames = []string{Distinct, TopKGlobal, Intersect, Except, Anti, UnionAgg, WindowJoin, UnionGroups}
+var moreShapeNames = []string{Distinct, TopKGlobal, Intersect, Except, Anti, UnionAgg, WindowJoin, UnionGroups, IntersectAll}
 
 // more returns the benchmark's shape's moreShapes entry, if it is one.
 func (e *env) more() (moreShape, bool) {

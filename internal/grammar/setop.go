@@ -85,9 +85,6 @@ func (p *stmtParser) setOp(t *Transform, at, end int) (*Transform, *Error) {
 	if e != nil {
 		return nil, e
 	}
-	if root.All && root.hasDistinct() {
-		return nil, p.errAt(Invalid, at, "UNION ALL over a UNION, INTERSECT or EXCEPT is not supported: define the set operation without ALL as a transform and UNION ALL its target")
-	}
 	op.Tree = root
 	t.SetOp = op
 	for _, b := range op.Branches {
@@ -99,7 +96,7 @@ func (p *stmtParser) setOp(t *Transform, at, end int) (*Transform, *Error) {
 }
 
 // setOpTree walks a parsed set operation, refusing what no set operation
-// may hold (ORDER BY, LIMIT, WITH in a branch, INTERSECT/EXCEPT ALL), and
+// may hold (ORDER BY, LIMIT, WITH in a branch), and
 // calls leaf with each branch's 1-based ordinal in the text.
 func (p *stmtParser) setOpTree(root *pg.SelectStmt, at int, leaf func(n int, sel *pg.SelectStmt) *Error) (*SetNode, *Error) {
 	n := 0
@@ -130,9 +127,6 @@ func (p *stmtParser) setOpTree(root *pg.SelectStmt, at int, leaf func(n int, sel
 			return nil, p.errAt(Syntax, at, "unexpected set operation")
 		}
 		kind := map[pg.SetOperation]SetOpKind{pg.SetOperation_SETOP_UNION: SetUnion, pg.SetOperation_SETOP_INTERSECT: SetIntersect, pg.SetOperation_SETOP_EXCEPT: SetExcept}[sel.GetOp()]
-		if sel.GetAll() && kind != SetUnion {
-			return nil, p.errAt(Invalid, at, upper(string(kind))+" ALL is not supported (it keeps duplicates by count, which a keyed target does not hold): use "+upper(string(kind))+", which keeps each distinct row once")
-		}
 		l, e := walk(sel.GetLarg(), false)
 		if e != nil {
 			return nil, e
@@ -181,13 +175,25 @@ func (p *stmtParser) parseBranch(sel *pg.SelectStmt, n, at int, scope *stmtParse
 	return b, nil
 }
 
-// hasDistinct tells whether n or a node below it is a set operation
-// without ALL (UNION, INTERSECT, EXCEPT).
-func (n *SetNode) hasDistinct() bool {
+// OnlyUnionAll tells whether n is a branch or a UNION ALL of UNION ALLs
+// of branches: its rows are every branch's rows, each kept.
+func (n *SetNode) OnlyUnionAll() bool {
+	return n == nil || n.Op == "" || (n.Op == SetUnion && n.All && n.Left.OnlyUnionAll() && n.Right.OnlyUnionAll())
+}
+
+// Counted says the set operation keeps duplicates by count (decision
+// 0050): its root has ALL and some node below is not UNION ALL (INTERSECT
+// ALL, EXCEPT ALL, or a UNION ALL over a set operation without ALL), so a
+// row appears as many times as the tree's counts say.
+func (n *SetNode) Counted() bool { return n.All && !n.OnlyUnionAll() }
+
+// HasCounts tells whether n or a node below it is INTERSECT ALL or EXCEPT
+// ALL, whose rows depend on how many times each branch holds a row.
+func (n *SetNode) HasCounts() bool {
 	if n == nil || n.Op == "" {
 		return false
 	}
-	return !n.All || n.Left.hasDistinct() || n.Right.hasDistinct()
+	return (n.All && n.Op != SetUnion) || n.Left.HasCounts() || n.Right.HasCounts()
 }
 
 // Distinct says the set operation has set semantics: its root is not
@@ -264,9 +270,6 @@ func (p *stmtParser) derivedSetOp(d *derivedRef) (t *Transform, ok bool, e *Erro
 	if e != nil {
 		return nil, true, in(e)
 	}
-	if root.All && root.hasDistinct() {
-		return nil, true, p.errAt(Invalid, d.at, "UNION ALL over a UNION, INTERSECT or EXCEPT is not supported in "+d.what+": define the set operation without ALL as a transform and UNION ALL its target")
-	}
 	op.Tree = root
 	first.SetOp = op
 	for _, b := range op.Branches {
@@ -294,8 +297,8 @@ func (p *stmtParser) inlineSetOp(t *Transform, d *derivedRef) (*Transform, *Erro
 		return nil, fail("window functions, DISTINCT ON, ORDER BY and LIMIT over " + d.what + ", a set operation, are not supported: define the set operation as a transform and read its target")
 	case !t.Aggregated() && !t.Distinct:
 		return p.distributeSetOp(t, d)
-	case in.SetOp.Tree.hasDistinct():
-		return nil, fail("aggregating over " + d.what + ", a UNION, INTERSECT or EXCEPT without ALL, is not supported: define the set operation as a transform and aggregate its target")
+	case !in.SetOp.Tree.OnlyUnionAll():
+		return nil, fail("aggregating over " + d.what + ", a set operation other than UNION ALL, is not supported: define the set operation as a transform and aggregate its target")
 	}
 	var err error
 	rq := func(sql *string) {
@@ -353,7 +356,7 @@ func (p *stmtParser) distributeSetOp(t *Transform, d *derivedRef) (*Transform, *
 			return nil, fail("* in a branch of " + d.what + ", a set operation read by the statement, is not supported: name the branch's columns")
 		}
 	}
-	if in.SetOp.Tree.hasDistinct() {
+	if !in.SetOp.Tree.OnlyUnionAll() {
 		seen := map[string]bool{}
 		for _, it := range t.Select {
 			if it.Star && (it.StarOf == "" || it.StarOf == d.alias) {
@@ -365,12 +368,12 @@ func (p *stmtParser) distributeSetOp(t *Transform, d *derivedRef) (*Transform, *
 			n, err := parseExpr(it.Expr)
 			c, ok := plainColumn(n)
 			if err != nil || !ok || (c.Qualifier != "" && c.Qualifier != d.alias) || seen[c.Column] {
-				return nil, fail("selecting " + quoteToken(it.Name) + " from " + d.what + ", a UNION, INTERSECT or EXCEPT without ALL, is not supported: select each of its columns once, unchanged (a filter is kept), or write the set operation as the transform itself")
+				return nil, fail("selecting " + quoteToken(it.Name) + " from " + d.what + ", a set operation other than UNION ALL, is not supported: select each of its columns once, unchanged (a filter is kept), or write the set operation as the transform itself")
 			}
 			seen[c.Column] = true
 		}
 		if len(seen) != len(in.Select) {
-			return nil, fail("selecting some columns of " + d.what + ", a UNION, INTERSECT or EXCEPT without ALL, is not supported (its distinct rows are whole rows): select each of its columns once, or write the set operation as the transform itself")
+			return nil, fail("selecting some columns of " + d.what + ", a set operation other than UNION ALL, is not supported (its rows are whole rows): select each of its columns once, or write the set operation as the transform itself")
 		}
 	}
 	saved, was := p.derived, p.branching

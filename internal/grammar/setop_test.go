@@ -31,15 +31,15 @@ func TestSetOperations(t *testing.T) {
 		t.Fatalf("tree %+v", root)
 	}
 	for _, c := range []struct{ stmt, want string }{
-		{`TRANSFORM u FROM a SELECT id INTERSECT ALL SELECT id FROM b`, "INTERSECT ALL is not supported"},
-		{`TRANSFORM u FROM a SELECT id EXCEPT ALL SELECT id FROM b`, "EXCEPT ALL is not supported"},
+		{`TRANSFORM u FROM a SELECT id INTERSECT ALL SELECT id FROM b`, ""},
+		{`TRANSFORM u FROM a SELECT id EXCEPT ALL SELECT id FROM b`, ""},
 		{`TRANSFORM u FROM a SELECT id UNION SELECT id FROM b ORDER BY id LIMIT 3`, "ORDER BY on a set operation is not supported"},
 		{`TRANSFORM u FROM a SELECT id UNION ALL SELECT b.id FROM b JOIN c ON c.id = b.id`, ""},
 		{`TRANSFORM u FROM a SELECT id UNION ALL SELECT b.id FROM b FULL JOIN c ON c.id = b.id`, "a FULL JOIN in branch 2 of a set operation is not supported"},
 		{`TRANSFORM u FROM a SELECT g, count(*) AS n GROUP BY g UNION ALL SELECT g, count(*) FROM b GROUP BY g`, ""},
 		{`TRANSFORM u FROM a SELECT DISTINCT id UNION ALL SELECT DISTINCT id FROM b`, ""},
 		{`TRANSFORM u FROM a SELECT id UNION ALL SELECT id FROM b UNION SELECT id FROM c`, ""},
-		{`TRANSFORM u FROM a SELECT id UNION SELECT id FROM b UNION ALL SELECT id FROM c`, "UNION ALL over a UNION, INTERSECT or EXCEPT is not supported"},
+		{`TRANSFORM u FROM a SELECT id UNION SELECT id FROM b UNION ALL SELECT id FROM c`, ""},
 		{`TRANSFORM u FROM (SELECT id FROM x UNION SELECT id FROM y) s SELECT *`, ""},
 		{`TRANSFORM u FROM a SELECT id UNION ALL SELECT id FROM b WHERE EXISTS (SELECT 1 FROM c WHERE c.id = b.id)`, ""},
 		{`TRANSFORM u FROM a SELECT id WHERE a.id IN (SELECT c.id FROM c) UNION SELECT id FROM b`, ""},

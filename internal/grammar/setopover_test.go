@@ -30,10 +30,10 @@ func TestAggregateOverSetOperation(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ stmt, want string }{
-		{`TRANSFORM t FROM (SELECT g FROM a UNION SELECT g FROM b) s SELECT g, count(*) AS n GROUP BY g`, "aggregating over derived table \"s\", a UNION, INTERSECT or EXCEPT without ALL, is not supported"},
+		{`TRANSFORM t FROM (SELECT g FROM a UNION SELECT g FROM b) s SELECT g, count(*) AS n GROUP BY g`, "aggregating over derived table \"s\", a set operation other than UNION ALL, is not supported"},
 		{`TRANSFORM t FROM (SELECT g FROM a UNION ALL SELECT g FROM b) s JOIN c ON c.id = s.g SELECT g, count(*) AS n GROUP BY g`, "joining derived table \"s\", a set operation, is not supported"},
 		{`TRANSFORM t FROM (SELECT g FROM a UNION ALL SELECT g FROM b ORDER BY g) s SELECT g, count(*) AS n GROUP BY g`, "ORDER BY on a set operation is not supported"},
-		{`TRANSFORM t FROM (SELECT g FROM a INTERSECT ALL SELECT g FROM b) s SELECT g, count(*) AS n GROUP BY g`, "INTERSECT ALL is not supported"},
+		{`TRANSFORM t FROM (SELECT g FROM a INTERSECT ALL SELECT g FROM b) s SELECT g, count(*) AS n GROUP BY g`, "aggregating over derived table \"s\", a set operation other than UNION ALL, is not supported"},
 		{`TRANSFORM t FROM (SELECT g FROM a UNION ALL SELECT g FROM b) s SELECT g, count(*) AS n GROUP BY g UNION ALL SELECT g, 1 FROM c`, "a set operation over a derived table, CTE or view that is a set operation is not supported"},
 		{`TRANSFORM t FROM c SELECT g UNION ALL SELECT g FROM (SELECT g FROM a UNION ALL SELECT g FROM b) s`, "in branch 2 of a set operation is not supported"},
 	} {
@@ -66,7 +66,7 @@ func TestStatementOverSetOperationIsDistributed(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ stmt, want string }{
-		{`TRANSFORM t FROM (SELECT id, v FROM a UNION SELECT id, w FROM b) s SELECT id`, "selecting some columns of derived table \"s\", a UNION, INTERSECT or EXCEPT without ALL"},
+		{`TRANSFORM t FROM (SELECT id, v FROM a UNION SELECT id, w FROM b) s SELECT id`, "selecting some columns of derived table \"s\", a set operation other than UNION ALL"},
 		{`TRANSFORM t FROM (SELECT id, v FROM a UNION SELECT id, w FROM b) s SELECT id, v + 1 AS v1`, "select each of its columns once, unchanged"},
 		{`TRANSFORM t FROM (SELECT * FROM a UNION ALL SELECT id, w FROM b) s SELECT id`, "* in a branch of derived table \"s\""},
 	} {

@@ -113,6 +113,20 @@ var goldenCases = []goldenCase{
 		types:  map[string]string{"total": "numeric"},
 	},
 	{
+		name: "intersect_all",
+		stmt: "TRANSFORM common FROM orders SELECT region, customer_id WHERE price > 0 INTERSECT ALL SELECT name, id FROM customers EXCEPT ALL SELECT title, id FROM products",
+		tables: []*Table{table("public", "orders", "", []string{"id"}, orders...), table("public", "customers", "", []string{"id"}, customers...),
+			table("public", "products", "", []string{"id"}, products...)},
+		types: map[string]string{"region": "text", "customer_id": "bigint", "ordinal": "bigint"},
+	},
+	{
+		name: "union_over_except_all",
+		stmt: "TRANSFORM leftover FROM orders SELECT region EXCEPT ALL SELECT name FROM customers UNION SELECT title FROM products",
+		tables: []*Table{table("public", "orders", "", []string{"id"}, orders...), table("public", "customers", "", []string{"id"}, customers...),
+			table("public", "products", "", []string{"id"}, products...)},
+		types: map[string]string{"region": "text"},
+	},
+	{
 		name: "union_joined_branch",
 		stmt: "TRANSFORM names FROM orders o LEFT JOIN customers c ON c.id = o.customer_id SELECT c.name WHERE o.price > 0 EXCEPT SELECT title FROM products",
 		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...), table("public", "customers", "c", []string{"id"}, customers...),

@@ -1,0 +1,156 @@
+package trellis_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/trellis-pg/trellis"
+)
+
+// countedShapes are set operations that keep duplicates by count
+// (decision 0050): INTERSECT ALL, EXCEPT ALL both ways, a UNION ALL over
+// a UNION, a UNION over an EXCEPT ALL, and a joined branch. Each has
+// PostgreSQL's own query (multiset) for its rows, numbered as the target
+// numbers them (the ordinal of a row value's copies, 1..count).
+var countedShapes = []struct{ stmt, target, cols, query string }{
+	{`TRANSFORM common FROM sales SELECT region, amount % 3 AS m INTERSECT ALL SELECT region, amount % 3 FROM refunds`,
+		"common", "region, m", `SELECT region, amount % 3 AS m FROM sales INTERSECT ALL SELECT region, amount % 3 FROM refunds`},
+	{`TRANSFORM left_over FROM sales SELECT region WHERE amount > 1 EXCEPT ALL SELECT region FROM refunds`,
+		"left_over", "region", `SELECT region FROM sales WHERE amount > 1 EXCEPT ALL SELECT region FROM refunds`},
+	{`TRANSFORM right_over FROM refunds SELECT region, amount EXCEPT ALL SELECT region, amount FROM sales WHERE amount < 6`,
+		"right_over", "region, amount", `SELECT region, amount FROM refunds EXCEPT ALL SELECT region, amount FROM sales WHERE amount < 6`},
+	{`TRANSFORM any_then_low FROM sales SELECT region UNION SELECT region FROM refunds WHERE amount > 3 UNION ALL SELECT region FROM sales WHERE amount < 2`,
+		"any_then_low", "region", `SELECT region FROM sales UNION SELECT region FROM refunds WHERE amount > 3 UNION ALL SELECT region FROM sales WHERE amount < 2`},
+	{`TRANSFORM some_left FROM sales SELECT region EXCEPT ALL SELECT region FROM refunds UNION SELECT region FROM refunds WHERE amount = 0`,
+		"some_left", "region", `SELECT region FROM sales EXCEPT ALL SELECT region FROM refunds UNION SELECT region FROM refunds WHERE amount = 0`},
+	{`TRANSFORM tiered FROM sales s JOIN tiers t ON t.region = s.region SELECT t.tier INTERSECT ALL SELECT amount % 4 FROM refunds`,
+		"tiered", "tier", `SELECT t.tier FROM sales s JOIN tiers t ON t.region = s.region INTERSECT ALL SELECT amount % 4 FROM refunds`},
+}
+
+// numbered is a counted shape's query with the target's ordinal: the
+// copies of a row value numbered 1..count (any order: they are equal).
+func numbered(cols, query string) string {
+	return "SELECT " + cols + ", row_number() OVER (PARTITION BY " + cols + ") AS ordinal FROM (" + query + ") AS q"
+}
+
+// INTERSECT ALL and EXCEPT ALL stay equal to PostgreSQL's own, row for
+// row with their copies counted, under concurrent writers to every table
+// (inserts, moves, NULLs, key changes, deletes) and two clients' drain
+// workers; the strict self-check finds them consistent.
+func TestCountedSetOperationsConverge(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE sales (id bigint PRIMARY KEY, region text, amount int)`)
+	e.exec(`CREATE TABLE refunds (id int PRIMARY KEY, region text, amount int)`)
+	e.exec(`CREATE TABLE tiers (region text PRIMARY KEY, tier int)`)
+	e.exec(`INSERT INTO sales SELECT g, CASE WHEN g % 9 = 0 THEN NULL ELSE 'r' || (g % 4) END, g % 7 FROM generate_series(1, 200) g`)
+	e.exec(`INSERT INTO refunds SELECT g, CASE WHEN g % 11 = 0 THEN NULL ELSE 'r' || (g % 5) END, g % 6 FROM generate_series(1, 120) g`)
+	e.exec(`INSERT INTO tiers SELECT 'r' || g, g % 3 FROM generate_series(0, 5) g`)
+	c := e.engine()
+	for _, d := range countedShapes {
+		_, err := c.Define(e.ctx, d.stmt)
+		require.NoError(t, err, d.stmt)
+	}
+	check := func() {
+		t.Helper()
+		for _, d := range countedShapes {
+			if d.target == "some_left" {
+				e.assertMatches(d.target, d.query) // each row once
+				continue
+			}
+			e.assertMatches(d.target, numbered(d.cols, d.query))
+			// As multisets, the ordinal left out: PostgreSQL's rows.
+			e.assertMatches("(SELECT "+d.cols+" FROM "+d.target+") x", d.query)
+		}
+	}
+	for _, d := range countedShapes {
+		e.waitState(c, d.target, trellis.StateLive)
+	}
+	check()
+	require.NotEmpty(t, e.rows(`SELECT 1 FROM common WHERE ordinal > 1`), "the test's data makes copies")
+
+	keyOf := func(target string) [][]string {
+		return e.rows(`SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+			WHERE i.indrelid = $1::regclass AND i.indisunique ORDER BY array_position(i.indkey::int2[], a.attnum)`, target)
+	}
+	require.Equal(t, [][]string{{"region"}, {"m"}, {"ordinal"}}, keyOf("common"))
+	require.Equal(t, [][]string{{"region"}, {"ordinal"}}, keyOf("any_then_low"))
+	require.Equal(t, [][]string{{"region"}}, keyOf("some_left"), "a UNION over an EXCEPT ALL keeps each row once")
+	st, err := c.Status(e.ctx, "tiered")
+	require.NoError(t, err)
+	require.Equal(t, []string{"public.sales", "public.tiers", "public.refunds"}, st.Sources)
+	st, err = c.Status(e.ctx, "common")
+	require.NoError(t, err)
+	require.Equal(t, []trellis.SourceIndexGap{
+		{Table: "public.sales", Columns: []string{"region"}, Role: trellis.RoleGroupBy, Fix: `CREATE INDEX ON "public"."sales" USING btree (region);`},
+		{Table: "public.refunds", Columns: []string{"region"}, Role: trellis.RoleGroupBy, Fix: `CREATE INDEX ON "public"."refunds" USING btree (region);`},
+	}, st.SourceIndexGaps)
+	for _, g := range st.SourceIndexGaps {
+		e.exec(g.Fix)
+	}
+	st, err = c.Status(e.ctx, "common")
+	require.NoError(t, err)
+	require.Empty(t, st.SourceIndexGaps)
+
+	// Step by step: a copy more on one side adds a row, one fewer on the
+	// other removes the last copy.
+	e.exec(`INSERT INTO sales VALUES (5000, 'solo', 5), (5001, 'solo', 5), (5002, 'solo', 5)`)
+	e.exec(`INSERT INTO refunds VALUES (5000, 'solo', 5)`)
+	e.converge(c)
+	require.Equal(t, [][]string{{"1"}, {"2"}}, e.rows(`SELECT ordinal FROM left_over WHERE region = 'solo' ORDER BY 1`))
+	require.Equal(t, [][]string{{"1"}}, e.rows(`SELECT ordinal FROM common WHERE region = 'solo' ORDER BY 1`))
+	e.exec(`INSERT INTO refunds VALUES (5001, 'solo', 2)`)
+	e.exec(`UPDATE refunds SET region = 'solo', amount = 8 WHERE id = 1`)
+	e.converge(c)
+	require.Empty(t, e.rows(`SELECT ordinal FROM left_over WHERE region = 'solo'`))
+	require.Equal(t, [][]string{{"1"}, {"2"}, {"3"}}, e.rows(`SELECT ordinal FROM common WHERE region = 'solo' ORDER BY 1`))
+	e.exec(`DELETE FROM sales WHERE id = 5002`)
+	e.converge(c)
+	require.Equal(t, [][]string{{"1"}, {"2"}}, e.rows(`SELECT ordinal FROM common WHERE region = 'solo' ORDER BY 1`))
+	check()
+
+	e.connect(trellis.Options{DrainWorkers: 2})
+	writeSalesAndRefunds(t, e, 23, true)
+	tok, err := c.WatermarkToken(e.ctx)
+	require.NoError(t, err)
+	if err := c.AwaitConverged(e.ctx, tok, 25*time.Second); err != nil {
+		for _, d := range countedShapes {
+			st, _ := c.Status(e.ctx, d.target)
+			t.Logf("%s: %+v", d.target, st)
+			if st.DrainFailure != nil {
+				t.Logf("  %+v", *st.DrainFailure)
+			}
+		}
+		t.Fatal(err)
+	}
+	check()
+	for _, d := range countedShapes {
+		// Each branch's first output is indexed (an expression too).
+		st, err := c.Status(e.ctx, d.target)
+		require.NoError(t, err)
+		for _, g := range st.SourceIndexGaps {
+			e.exec(g.Fix)
+		}
+		requireConsistent(t, d.target, e.selfCheck(c, d.target, trellis.SelfCheckStrict))
+	}
+
+	// A TRUNCATE re-derives everything.
+	e.exec(`TRUNCATE refunds`)
+	e.exec(`INSERT INTO refunds VALUES (1, 'r1', 1), (2, NULL, 3), (3, NULL, 3)`)
+	e.converge(c)
+	check()
+
+	// Refused: an output named ordinal, ALTER TRANSFORM, a chain whose
+	// key may be NULL.
+	_, err = c.Define(e.ctx, `TRANSFORM bad FROM sales SELECT id AS ordinal INTERSECT ALL SELECT id FROM refunds`)
+	require.Equal(t, trellis.CodeValidation, trellis.CodeOf(err))
+	require.Contains(t, err.Error(), "the output name ordinal is taken: the target of INTERSECT ALL has a column ordinal numbering a row's copies")
+	_, err = c.Apply(e.ctx, `ALTER TRANSFORM common ADD COLUMN region AS r2`)
+	require.Equal(t, trellis.CodeValidation, trellis.CodeOf(err))
+	require.Contains(t, err.Error(), "in every branch")
+	_, err = c.Define(e.ctx, `TRANSFORM over_common FROM common SELECT m`)
+	require.Equal(t, trellis.CodeValidation, trellis.CodeOf(err))
+	require.Contains(t, err.Error(), "it is a set operation whose key column m may be NULL")
+}
