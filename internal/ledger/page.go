@@ -105,7 +105,7 @@ func (l *Ledger) Changes(ctx context.Context, tx pgx.Tx, p *Page) ([]Change, err
 	for rows.Next() {
 		var c Change
 		var key []*string
-		if err := rows.Scan(&c.Src, &key, &c.Vals, &c.Bucket, &c.Mislabeled); err != nil {
+		if err := pageRow(rows, &c, &key); err != nil {
 			return nil, fmt.Errorf("reading page %d: %w", p.ID, err)
 		}
 		c.Key = keyOf(key)
@@ -121,56 +121,61 @@ func (l *Ledger) Changes(ctx context.Context, tx pgx.Tx, p *Page) ([]Change, err
 // reducer reduces a page's ledger rows to its distinct changes.
 type reducer struct {
 	out []Change
-	// keys holds each change's keyID, as out holds the change.
+	// keys holds each change's source and key (appendKeyID), as out
+	// holds the change.
 	keys []string
 	// seen indexes out by source, key and old values; withVals holds,
 	// by source and key, the first change of the key with old values.
 	seen     map[string]int
 	withVals map[string]int
+	buf      []byte // the identity being looked up
 }
 
-// keyID identifies a change's source and key.
-func keyID(c Change) string {
-	var b strings.Builder
-	b.WriteString(strconv.Itoa(c.Src))
+// appendKeyID appends the identity of a change's source and key to b.
+func appendKeyID(b []byte, c Change) []byte {
+	b = strconv.AppendInt(b, int64(c.Src), 10)
 	if c.Key == nil {
-		b.WriteString("\x02") // a TRUNCATE, or a key with a NULL part
+		b = append(b, 2) // a TRUNCATE, or a key with a NULL part
 	}
 	for _, k := range c.Key {
-		b.WriteByte(0)
-		b.WriteString(k)
+		b = append(b, 0)
+		b = append(b, k...)
 	}
-	return b.String()
+	return b
 }
 
 // add adds a row's change, or merges it into the same change added before.
+// The maps are looked up with the identity in a reused buffer: a string
+// is made only for a change not seen before.
 func (r *reducer) add(c Change) {
 	if r.seen == nil {
 		r.seen, r.withVals = map[string]int{}, map[string]int{}
 	}
-	key := keyID(c)
-	id := key
+	b := appendKeyID(r.buf[:0], c)
+	nkey := len(b)
 	if c.Vals != nil {
-		var b strings.Builder
-		b.WriteString(key)
-		b.WriteString("\x01")
+		b = append(b, 1)
 		for _, v := range c.Vals {
 			if v == nil {
-				b.WriteString("\x00N")
+				b = append(b, 0, 'N')
 			} else {
-				b.WriteString(*v)
+				b = append(b, *v...)
 			}
-			b.WriteByte(0)
+			b = append(b, 0)
 		}
-		id = b.String()
 	}
-	if i, ok := r.seen[id]; ok {
+	r.buf = b
+	if i, ok := r.seen[string(b)]; ok {
 		r.out[i].Mislabeled = r.out[i].Mislabeled || c.Mislabeled
 		return
 	}
+	id := string(b)
+	key := id[:nkey]
 	r.seen[id] = len(r.out)
-	if _, ok := r.withVals[key]; !ok && c.Vals != nil {
-		r.withVals[key] = len(r.out)
+	if c.Vals != nil {
+		if _, ok := r.withVals[key]; !ok {
+			r.withVals[key] = len(r.out)
+		}
 	}
 	r.out = append(r.out, c)
 	r.keys = append(r.keys, key)
