@@ -380,6 +380,9 @@ func (e *Engine) define(ctx context.Context, s *grammar.Transform, text string) 
 		if err := recordOps(ctx, tx, sides, &spec); err != nil {
 			return err
 		}
+		if err := e.fitPartials(ctx, tx, tgt, &spec); err != nil {
+			return err
+		}
 		if spec.Functions, err = funcwatch.Probe(ctx, tx, (&plan.Plan{Target: tgt, Spec: spec}).Query()); err != nil {
 			return err
 		}

@@ -474,6 +474,11 @@ func (e *Engine) drop(ctx context.Context, n grammar.Name) (trellistype.Applied,
 				return fmt.Errorf("dropping target %s: %w", t.Target, err)
 			}
 		}
+		if t.Spec.Partials != nil {
+			if _, err := tx.Exec(ctx, t.Plan().DropPartials()); err != nil {
+				return fmt.Errorf("dropping the partials of %s: %w", t.Target, err)
+			}
+		}
 		if _, err := tx.Exec(ctx, e.Cat.SQL(sqlDeleteTrans), t.ID); err != nil {
 			return err
 		}
@@ -624,6 +629,9 @@ func (e *Engine) alter(ctx context.Context, s *grammar.Alter) (trellistype.Appli
 			}
 		default:
 			return errs.New(trellistype.CodeValidation, "unknown ALTER TRANSFORM action")
+		}
+		if err := e.fitPartials(ctx, tx, t.Target, &spec); err != nil {
+			return err
 		}
 		if spec.Functions, err = funcwatch.Probe(ctx, tx, (&plan.Plan{Target: t.Target, Spec: spec}).Query()); err != nil {
 			return err

@@ -18,7 +18,7 @@ import (
 func (p *Plan) ScratchBuild(scratch string) []string {
 	tmp := "pg_temp." + ident.Quote(scratch)
 	return []string{
-		"DELETE FROM " + p.Target.Quoted(),
+		p.invalidatePartials("DELETE FROM " + p.Target.Quoted()),
 		fmt.Sprintf("CREATE TEMPORARY TABLE %s ON COMMIT DROP AS %s", tmp, p.shapeQuery()),
 		fmt.Sprintf("INSERT INTO %s (%s) SELECT * FROM %s", p.Target.Quoted(), ident.List(p.columnNamesShape()), tmp),
 	}

@@ -50,6 +50,9 @@ type Spec struct {
 	// row of every source row (none when HAVING rejects it), and its key
 	// has no columns.
 	Global bool `json:"global,omitempty"`
+	// Partials is set for a global aggregate maintained through partial
+	// aggregates by range of source keys (decision 0051).
+	Partials *Partials `json:"partials,omitempty"`
 	// Window is set for a transform with window functions, top-k or
 	// DISTINCT ON: its rows are recomputed a partition at a time.
 	Window *Window `json:"window,omitempty"`

@@ -261,7 +261,7 @@ func (p *Plan) KeyNotNull() string {
 // row and inserts the definition's result. No parameters.
 func (p *Plan) ShapeResync() []string {
 	return []string{
-		"DELETE FROM " + p.Target.Quoted(),
+		p.invalidatePartials("DELETE FROM " + p.Target.Quoted()),
 		fmt.Sprintf("INSERT INTO %s (%s) %s", p.Target.Quoted(), ident.List(p.columnNamesShape()), p.shapeQuery()),
 	}
 }
@@ -319,6 +319,9 @@ func (p *Plan) joinKeysParts() (keys, query string) {
 // rows that changed are written. The candidate rows are found through
 // plain equalities (so a source index serves them), then matched exactly.
 func (p *Plan) RecomputeGroups(withNulls bool) []string {
+	if p.partial() {
+		return p.partialRecompute()
+	}
 	groups, unit, query := p.groupsStatements(withNulls)
 	return []string{p.shapeRecompute(groups, query, unit, withNulls)}
 }
@@ -433,6 +436,9 @@ func (p *Plan) groupsParts(withNulls bool) (groups, query string) {
 // groups' rows of the target (alias t) and the definition's query for the
 // groups.
 func (p *Plan) groupsStatements(withNulls bool) (groups, rows, query string) {
+	if p.partial() {
+		return p.partialGroups()
+	}
 	if p.oneUnit() {
 		// The one group, of no columns: every row of the source. Its key
 		// parameter (see KeyParams) says whether it is to be recomputed.
@@ -661,6 +667,9 @@ func (p *Plan) JoinedSideFromKeys(c Changes, buckets int) string {
 // join's rows that lost their match). Returns the groups as text and their
 // bucket.
 func (p *Plan) AffectedGroups(c Changes, joinedSide bool, buckets int) string {
+	if p.partial() {
+		return p.partialAffected(c, buckets)
+	}
 	if p.oneUnit() {
 		// Any change touches the one group.
 		return fmt.Sprintf("WITH %s SELECT %s WHERE EXISTS (SELECT FROM chg)", c.cte(), textWithBucket([]string{GlobalKey}, nil, buckets))

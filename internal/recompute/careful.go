@@ -171,6 +171,7 @@ func (ap *applier) applyCareful(ctx context.Context, tx pgx.Tx, wk *Set) error {
 	if err == nil || !RowError(err) || wk.Resync || wk.skip {
 		return err
 	}
+	wk.whole()
 	return ap.diagnose(ctx, tx, wk)
 }
 
@@ -433,6 +434,11 @@ func (ap *applier) dropHeld(ctx context.Context, tx pgx.Tx, wk *Set) error {
 		byText[t] = id
 		texts = append(texts, t)
 	}
+	whole := wk.Plan.Partial()
+	if whole {
+		// The ranges of a global aggregate's partials are held as one.
+		texts = append(texts, RenderKey(wholeKey()))
+	}
 	rows, err := tx.Query(ctx, ap.r.Cat.SQL(sqlHeldAmong), wk.T.ID, texts)
 	if err != nil {
 		return fmt.Errorf("reading the keys %s holds: %w", wk.T.Target, err)
@@ -442,6 +448,9 @@ func (ap *applier) dropHeld(ctx context.Context, tx pgx.Tx, wk *Set) error {
 		var t string
 		if err := rows.Scan(&t); err != nil {
 			return err
+		}
+		if whole && t == RenderKey(wholeKey()) {
+			clear(wk.keys)
 		}
 		delete(wk.keys, byText[t])
 	}
@@ -465,6 +474,9 @@ func (ap *applier) refreshSamples(ctx context.Context, tx pgx.Tx, wk *Set, quara
 		return nil
 	}
 	keys := wk.keyList()
+	if wk.Plan.Partial() {
+		keys = [][]*string{wholeKey()} // samples are the one group's
+	}
 	texts := make([]string, len(keys))
 	for i, k := range keys {
 		texts[i] = RenderKey(k)

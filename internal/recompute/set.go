@@ -68,6 +68,24 @@ func (wk *Set) Add(key []*string, bucket int) {
 	wk.buckets[bucket] = true
 }
 
+// wholeKey is the key of a global aggregate's one group.
+func wholeKey() []*string {
+	k := plan.GlobalKeyText
+	return []*string{&k}
+}
+
+// whole makes the keys of a global aggregate kept through partials (the
+// ranges of its changed source keys) its one group's key, which stands
+// for every range: a page that fails is diagnosed, quarantined and held
+// as the one group, as without partials.
+func (wk *Set) whole() {
+	if !wk.Plan.Partial() || len(wk.keys) == 0 {
+		return
+	}
+	clear(wk.keys)
+	wk.keys[plan.GlobalKeyText+"\x00"] = wholeKey()
+}
+
 // keyList is the work's keys, in a stable order.
 func (wk *Set) keyList() [][]*string {
 	ids := make([]string, 0, len(wk.keys))

@@ -1,0 +1,62 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/trellis-pg/trellis/internal/plan"
+)
+
+// fitPartials gives a global aggregate the partials table it can be
+// maintained through (decision 0051), after a define or an ALTER
+// TRANSFORM: a table of the spec's partials before is dropped, and one
+// made for its columns as they are now, its parts' types recorded. A
+// definition whose aggregates partial results cannot give exactly (a
+// float's sum, string_agg, DISTINCT, ...), or whose table name is taken,
+// keeps no partials: every page recomputes it from the whole source.
+func (e *Engine) fitPartials(ctx context.Context, tx pgx.Tx, tgt plan.Target, spec *plan.Spec) error {
+	if spec.Partials != nil {
+		if _, err := tx.Exec(ctx, (&plan.Plan{Target: tgt, Spec: *spec}).DropPartials()); err != nil {
+			return fmt.Errorf("dropping the partials of %s: %w", tgt, err)
+		}
+		spec.Partials = nil
+	}
+	ps := plan.PartialsFor(*spec, tgt)
+	if ps == nil {
+		return nil
+	}
+	sp := *spec
+	sp.Partials = ps
+	pl := &plan.Plan{Target: tgt, Spec: sp}
+	sub, err := tx.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := sub.Exec(ctx, pl.CreatePartials()); err != nil {
+		// A table of the name exists (or the parts cannot be stored):
+		// the definition keeps the whole recompute.
+		return sub.Rollback(ctx)
+	}
+	cols, err := pinnedPairs(ctx, sub, sqlTargetTypes, pl.PartialsTable())
+	if err != nil {
+		_ = sub.Rollback(ctx)
+		return err
+	}
+	types := map[string]string{}
+	for _, ct := range cols {
+		types[ct[0]] = ct[1]
+	}
+	for i := range ps.Parts {
+		ps.Parts[i].Type = types[plan.PartColumn(i)]
+	}
+	if !ps.ExactTypes() {
+		return sub.Rollback(ctx)
+	}
+	if err := sub.Commit(ctx); err != nil {
+		return err
+	}
+	spec.Partials = ps
+	return nil
+}
