@@ -59,6 +59,9 @@ type goldenCase struct {
 	paused []string
 	// ops are the operators of the types that have their own (SetOps).
 	ops map[string]*Op
+	// partTypes, when set, keep the global aggregate through partials
+	// (PartialsFor), its parts of these types (decision 0051).
+	partTypes []string
 }
 
 // citextOps are citext's operators, installed in public.
@@ -256,6 +259,14 @@ var goldenCases = []goldenCase{
 		alter:  []string{"ALTER TRANSFORM totals ADD COLUMN avg(tax) AS mean_tax"},
 	},
 	{
+		name:      "aggregate_global_partials",
+		stmt:      "TRANSFORM totals FROM orders SELECT count(*) AS n, sum(price) AS revenue, avg(tax) AS mean_tax, coalesce(max(placed_at), min(placed_at)) AS latest WHERE status <> 'cancelled' HAVING count(*) > 2",
+		tables:    []*Table{table("public", "orders", "", []string{"id"}, orders...)},
+		types:     map[string]string{"n": "bigint", "revenue": "numeric", "mean_tax": "numeric", "latest": "timestamp with time zone"},
+		paused:    []string{"mean_tax"},
+		partTypes: []string{"bigint", "numeric", "numeric", "bigint", "timestamp with time zone", "timestamp with time zone"},
+	},
+	{
 		name: "aggregate_global_join_having",
 		stmt: "TRANSFORM tiered FROM orders o JOIN customers c ON c.id = o.customer_id SELECT count(*) AS n, sum(o.price * c.tier) AS weighted HAVING count(*) > 0",
 		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...),
@@ -440,6 +451,9 @@ func render(t *testing.T, c goldenCase) string {
 	section("captured old values (per table)", string(nj))
 	section("KeyNames", strings.Join(pl.KeyNames(), ", "))
 	section("Query", pl.Query())
+	if pl.Partial() {
+		section("CreatePartials", pl.CreatePartials())
+	}
 	changes := func(tbl *Table, src Source) Changes {
 		ch := Changes{Source: src, CapCols: src.Needs}
 		for _, n := range src.Needs {
@@ -678,6 +692,16 @@ func planOf(t *testing.T, c goldenCase) (*Plan, [][]string) {
 	pl := &Plan{Target: Target{Schema: "public", Name: tr.Target.Name}, Spec: spec}
 	if tr.Target.Schema != "" {
 		pl.Target.Schema = tr.Target.Schema
+	}
+	if c.partTypes != nil {
+		ps := PartialsFor(pl.Spec, pl.Target)
+		require.NotNil(t, ps)
+		require.Len(t, ps.Parts, len(c.partTypes))
+		for i := range ps.Parts {
+			ps.Parts[i].Type = c.partTypes[i]
+		}
+		pl.Spec.Partials = ps
+		require.True(t, pl.Partial())
 	}
 	return pl, needs
 }
