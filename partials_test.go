@@ -237,3 +237,57 @@ func TestGlobalPartialsDumpLoads(t *testing.T) {
 	e2.requireLiveAndExact(c2, "sums", `SELECT count(*) AS n, sum(v) AS s, avg(v) AS a FROM items`)
 	e2.assertSameText("sums", `SELECT count(*) AS n, sum(v) AS s, avg(v) AS a FROM items`)
 }
+
+// A global aggregate stored before partials (its spec has none, as
+// releases before decision 0051 wrote it) keeps its whole recompute and
+// drains exactly; DROP leaves alone a table of the partials' name it
+// does not own.
+func TestGlobalSpecStoredWithoutPartialsDrains(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE items (id bigint PRIMARY KEY, v int)`)
+	e.exec(`INSERT INTO items SELECT g, g % 10 FROM generate_series(1, 3000) g`)
+	m := e.connect(trellis.Options{})
+	require.NoError(t, m.Migrate(e.ctx))
+	_, err := m.Define(e.ctx, `TRANSFORM sums FROM items SELECT count(*) AS n, sum(v) AS s, avg(v) AS a`)
+	require.NoError(t, err)
+	e.exec(`UPDATE trellis.transforms SET spec = spec - 'partials' WHERE target_name = 'sums'`)
+	e.exec(`DROP TABLE sums_trellis_partials`)
+	e.exec(`CREATE TABLE sums_trellis_partials (mine int)`)
+	c := e.connect(trellis.Options{Staging: true, DrainWorkers: 2})
+	e.waitState(c, "sums", trellis.StateLive)
+	e.writeConcurrently(2, 7, 200, func(ctx context.Context, pool *pgxpool.Pool, seed uint64, stop <-chan struct{}, writes *atomic.Int64) error {
+		r := rand.New(rand.NewPCG(seed, 3))
+		for {
+			select {
+			case <-stop:
+				return nil
+			default:
+			}
+			_, err := pool.Exec(ctx, `INSERT INTO items VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v`, r.Int64N(5000), r.IntN(100))
+			if err != nil && !isExpectedWriteConflict(err) {
+				return err
+			}
+			writes.Add(1)
+		}
+	})
+	e.converge(c)
+	e.requireLiveAndExact(c, "sums", `SELECT count(*) AS n, sum(v) AS s, avg(v) AS a FROM items`)
+	require.Equal(t, [][]string{{"0"}}, e.rows(`SELECT count(*) FROM sums_trellis_partials`))
+	_, err = c.Apply(e.ctx, `DROP TRANSFORM sums`)
+	require.NoError(t, err)
+	require.Equal(t, [][]string{{"true"}}, e.rows(`SELECT to_regclass('sums_trellis_partials') IS NOT NULL`))
+
+	// Defined again while the name is taken: no partials, the whole
+	// recompute, and the user's table untouched by DROP.
+	_, err = c.Define(e.ctx, `TRANSFORM sums FROM items SELECT count(*) AS n, sum(v) AS s`)
+	require.NoError(t, err)
+	e.waitState(c, "sums", trellis.StateLive)
+	require.Equal(t, [][]string{{"false"}}, e.rows(`SELECT spec ? 'partials' FROM trellis.transforms WHERE target_name = 'sums'`))
+	e.exec(`UPDATE items SET v = v + 1 WHERE id % 3 = 0`)
+	e.converge(c)
+	e.requireLiveAndExact(c, "sums", `SELECT count(*) AS n, sum(v) AS s FROM items`)
+	_, err = c.Apply(e.ctx, `DROP TRANSFORM sums`)
+	require.NoError(t, err)
+	require.Equal(t, [][]string{{"mine"}}, e.rows(`SELECT attname FROM pg_attribute WHERE attrelid = 'sums_trellis_partials'::regclass AND attnum > 0`))
+}
