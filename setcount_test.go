@@ -154,3 +154,96 @@ func TestCountedSetOperationsConverge(t *testing.T) {
 	require.Equal(t, trellis.CodeValidation, trellis.CodeOf(err))
 	require.Contains(t, err.Error(), "it is a set operation whose key column m may be NULL")
 }
+
+// overSetShapes aggregate over a set operation other than UNION ALL in a
+// derived table, CTE or view (decision 0050): each with PostgreSQL's own
+// query.
+var overSetShapes = []struct{ stmt, target, query string }{
+	{`TRANSFORM region_values WITH u AS (SELECT region, amount FROM sales UNION SELECT region, amount FROM refunds) FROM u SELECT region, count(*) AS n, sum(amount) AS total GROUP BY region`,
+		"region_values", `SELECT region, count(*) AS n, sum(amount) AS total FROM (SELECT region, amount FROM sales UNION SELECT region, amount FROM refunds) u GROUP BY region`},
+	{`TRANSFORM shared_mods FROM (SELECT region, amount % 3 AS m FROM sales INTERSECT SELECT region, amount % 3 FROM refunds WHERE amount > 0) s SELECT m, count(*) AS n GROUP BY m HAVING count(*) > 1`,
+		"shared_mods", `SELECT m, count(*) AS n FROM (SELECT region, amount % 3 AS m FROM sales INTERSECT SELECT region, amount % 3 FROM refunds WHERE amount > 0) s GROUP BY m HAVING count(*) > 1`},
+	{`TRANSFORM unrefunded WITH u AS (SELECT region FROM sales EXCEPT ALL SELECT region FROM refunds) FROM u SELECT region, count(*) AS n GROUP BY region`,
+		"unrefunded", `SELECT region, count(*) AS n FROM (SELECT region FROM sales EXCEPT ALL SELECT region FROM refunds) u GROUP BY region`},
+	{`TRANSFORM regions_seen FROM (SELECT region FROM sales UNION SELECT region FROM refunds) s SELECT count(*) AS n, count(region) AS named`,
+		"regions_seen", `SELECT count(*) AS n, count(region) AS named FROM (SELECT region FROM sales UNION SELECT region FROM refunds) s`},
+	{`TRANSFORM common_tiers WITH u AS (SELECT t.tier, s.amount FROM sales s JOIN tiers t ON t.region = s.region INTERSECT ALL SELECT tier, 3 FROM tiers) FROM u SELECT tier, count(*) AS n GROUP BY tier`,
+		"common_tiers", `SELECT tier, count(*) AS n FROM (SELECT t.tier, s.amount FROM sales s JOIN tiers t ON t.region = s.region INTERSECT ALL SELECT tier, 3 FROM tiers) u GROUP BY tier`},
+	{`TRANSFORM amounts_either FROM any_amount SELECT DISTINCT amount % 4 AS q`,
+		"amounts_either", `SELECT DISTINCT amount % 4 AS q FROM (SELECT amount FROM sales UNION SELECT amount FROM refunds) v`},
+}
+
+// Aggregates over UNION, INTERSECT and EXCEPT (with and without ALL) stay
+// equal to PostgreSQL's own under concurrent writers to every table and
+// two clients' drain workers; a group is recomputed from every branch's
+// rows of it. The strict self-check finds them consistent.
+func TestAggregatesOverCountedSetOperationsConverge(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE sales (id bigint PRIMARY KEY, region text, amount int)`)
+	e.exec(`CREATE TABLE refunds (id int PRIMARY KEY, region text, amount int)`)
+	e.exec(`CREATE TABLE tiers (region text PRIMARY KEY, tier int)`)
+	e.exec(`CREATE VIEW any_amount AS SELECT amount FROM sales UNION SELECT amount FROM refunds`)
+	e.exec(`INSERT INTO sales SELECT g, CASE WHEN g % 9 = 0 THEN NULL ELSE 'r' || (g % 4) END, g % 7 FROM generate_series(1, 200) g`)
+	e.exec(`INSERT INTO refunds SELECT g, CASE WHEN g % 11 = 0 THEN NULL ELSE 'r' || (g % 5) END, g % 6 FROM generate_series(1, 120) g`)
+	e.exec(`INSERT INTO tiers SELECT 'r' || g, g % 3 FROM generate_series(0, 5) g`)
+	c := e.engine()
+	for _, d := range overSetShapes {
+		_, err := c.Define(e.ctx, d.stmt)
+		require.NoError(t, err, d.stmt)
+	}
+	check := func() {
+		t.Helper()
+		for _, d := range overSetShapes {
+			e.assertMatches(d.target, d.query)
+		}
+	}
+	for _, d := range overSetShapes {
+		e.waitState(c, d.target, trellis.StateLive)
+	}
+	check()
+	st, err := c.Status(e.ctx, "region_values")
+	require.NoError(t, err)
+	require.Equal(t, []string{"public.sales", "public.refunds"}, st.Sources)
+	require.Equal(t, []trellis.SourceIndexGap{
+		{Table: "public.sales", Columns: []string{"region"}, Role: trellis.RoleGroupBy, Fix: `CREATE INDEX ON "public"."sales" USING btree (region);`},
+		{Table: "public.refunds", Columns: []string{"region"}, Role: trellis.RoleGroupBy, Fix: `CREATE INDEX ON "public"."refunds" USING btree (region);`},
+	}, st.SourceIndexGaps, "a group's rows are found in every branch through its group column")
+	st, err = c.Status(e.ctx, "amounts_either")
+	require.NoError(t, err)
+	require.Equal(t, []string{"public.any_amount"}, st.Views)
+
+	// Step by step: a value in both branches counts once under UNION.
+	e.exec(`INSERT INTO sales VALUES (5000, 'solo', 5)`)
+	e.exec(`INSERT INTO refunds VALUES (5000, 'solo', 5)`)
+	e.converge(c)
+	require.Equal(t, [][]string{{"1", "5"}}, e.rows(`SELECT n, total FROM region_values WHERE region = 'solo'`))
+	e.exec(`UPDATE refunds SET amount = 6 WHERE id = 5000`)
+	e.converge(c)
+	require.Equal(t, [][]string{{"2", "11"}}, e.rows(`SELECT n, total FROM region_values WHERE region = 'solo'`))
+	check()
+
+	e.connect(trellis.Options{DrainWorkers: 2})
+	writeSalesAndRefunds(t, e, 29, true)
+	e.converge(c)
+	check()
+	for _, d := range overSetShapes {
+		st, err := c.Status(e.ctx, d.target)
+		require.NoError(t, err)
+		for _, g := range st.SourceIndexGaps {
+			e.exec(g.Fix)
+		}
+		requireConsistent(t, d.target, e.selfCheck(c, d.target, trellis.SelfCheckStrict))
+	}
+	e.exec(`TRUNCATE sales`)
+	e.exec(`INSERT INTO sales VALUES (1, 'r1', 1), (2, NULL, 3)`)
+	e.converge(c)
+	check()
+
+	_, err = c.Apply(e.ctx, `ALTER TRANSFORM region_values ADD COLUMN max(amount) AS top`)
+	require.Equal(t, trellis.CodeValidation, trellis.CodeOf(err))
+	require.Contains(t, err.Error(), "aggregates over a set operation")
+	_, err = c.Define(e.ctx, `TRANSFORM over_values FROM region_values SELECT n`)
+	require.Equal(t, trellis.CodeValidation, trellis.CodeOf(err))
+	require.Contains(t, err.Error(), "whose key column region reads public.sales.region, which may be NULL")
+}

@@ -59,6 +59,13 @@ const (
 	// value has as many copies as rows, and a change recomputes the
 	// copies of its row's old and new values).
 	IntersectAll = "intersect_all"
+	// UnionValues: the groupby shape's source; TRANSFORM bench_tgt WITH u
+	// AS (SELECT grp, v FROM bench_src WHERE v >= 0 UNION SELECT grp, v
+	// FROM bench_src WHERE v < 0) FROM u SELECT grp, max(v) AS top,
+	// count(*) AS n GROUP BY grp (an aggregate over a UNION without ALL,
+	// decision 0050: keyed by grp; a group is recomputed from its rows of
+	// both branches grouped by value).
+	UnionValues = "union_values"
 )
 
 // moreShape is a shape of moreShapes.
@@ -192,6 +199,17 @@ var moreShapes = map[string]moreShape{
 		index:     "CREATE INDEX ON %[1]s (grp, v)",
 		rowKeyed:  true, pollGroup: true,
 	},
+	UnionValues: {
+		shape: shape{
+			name:       UnionValues,
+			definition: "SELECT grp, max(v) AS top, count(*) AS n FROM (SELECT grp, v FROM %[1]s WHERE v >= 0 UNION SELECT grp, v FROM %[1]s WHERE v < 0) u GROUP BY grp",
+			keys:       []string{"grp"}, vals: []string{"top", "n"},
+			pollKey: "grp", pollVal: "top",
+		},
+		source:    GroupBy,
+		transform: "TRANSFORM %[1]s WITH u AS (SELECT grp, v FROM %[2]s WHERE v >= 0 UNION SELECT grp, v FROM %[2]s WHERE v < 0) FROM u SELECT grp, max(v) AS top, count(*) AS n GROUP BY grp",
+		pollGroup: true,
+	},
 	WindowJoin: {
 		shape: shape{
 			name:       WindowJoin,
@@ -208,7 +226,7 @@ var moreShapes = map[string]moreShape{
 }
 
 // moreShapeNames lists moreShapes in the order Shapes gives them.
-var moreShapeNames = []string{Distinct, TopKGlobal, Intersect, Except, Anti, UnionAgg, WindowJoin, UnionGroups, IntersectAll}
+var moreShapeNames = []string{Distinct, TopKGlobal, Intersect, Except, Anti, UnionAgg, WindowJoin, UnionGroups, IntersectAll, UnionValues}
 
 // more returns the benchmark's shape's moreShapes entry, if it is one.
 func (e *env) more() (moreShape, bool) {

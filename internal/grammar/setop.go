@@ -282,7 +282,8 @@ func (p *stmtParser) derivedSetOp(d *derivedRef) (t *Transform, ok bool, e *Erro
 
 // inlineSetOp reads a statement whose FROM table is a derived table, CTE
 // or view d whose query is a set operation (decision 0044). An aggregate
-// (GROUP BY, a global aggregate, DISTINCT) over a UNION ALL becomes a
+// (GROUP BY, a global aggregate, DISTINCT) over a set operation (UNION
+// ALL, or any other tree: decision 0050) becomes a
 // transform over the set operation's rows: its FROM table is SetOpAlias,
 // its clauses read that table's columns (the set operation's outputs),
 // and SetOp.Over holds every branch. Other statements over a set
@@ -297,8 +298,6 @@ func (p *stmtParser) inlineSetOp(t *Transform, d *derivedRef) (*Transform, *Erro
 		return nil, fail("window functions, DISTINCT ON, ORDER BY and LIMIT over " + d.what + ", a set operation, are not supported: define the set operation as a transform and read its target")
 	case !t.Aggregated() && !t.Distinct:
 		return p.distributeSetOp(t, d)
-	case !in.SetOp.Tree.OnlyUnionAll():
-		return nil, fail("aggregating over " + d.what + ", a set operation other than UNION ALL, is not supported: define the set operation as a transform and aggregate its target")
 	}
 	var err error
 	rq := func(sql *string) {

@@ -29,11 +29,23 @@ func TestAggregateOverSetOperation(t *testing.T) {
 	if _, err := Parse(`TRANSFORM t FROM (SELECT g FROM a UNION ALL SELECT g FROM b UNION ALL SELECT x FROM c) s (k) SELECT k, count(*) AS n GROUP BY k`); err != nil {
 		t.Fatal(err)
 	}
+	// Over any set operation (decision 0050): its tree is kept.
+	for _, stmt := range []string{
+		`TRANSFORM t FROM (SELECT g FROM a UNION SELECT g FROM b) s SELECT g, count(*) AS n GROUP BY g`,
+		`TRANSFORM t FROM (SELECT g FROM a INTERSECT ALL SELECT g FROM b) s SELECT g, count(*) AS n GROUP BY g`,
+		`TRANSFORM t WITH u AS (SELECT g FROM a EXCEPT SELECT g FROM b) FROM u SELECT count(*) AS n`,
+	} {
+		st, err := Parse(stmt)
+		if err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+		if so := st.(*Transform).SetOp; so == nil || !so.Over || so.Tree.OnlyUnionAll() || len(so.Branches) != 2 {
+			t.Fatalf("%s: set op %+v", stmt, so)
+		}
+	}
 	for _, c := range []struct{ stmt, want string }{
-		{`TRANSFORM t FROM (SELECT g FROM a UNION SELECT g FROM b) s SELECT g, count(*) AS n GROUP BY g`, "aggregating over derived table \"s\", a set operation other than UNION ALL, is not supported"},
 		{`TRANSFORM t FROM (SELECT g FROM a UNION ALL SELECT g FROM b) s JOIN c ON c.id = s.g SELECT g, count(*) AS n GROUP BY g`, "joining derived table \"s\", a set operation, is not supported"},
 		{`TRANSFORM t FROM (SELECT g FROM a UNION ALL SELECT g FROM b ORDER BY g) s SELECT g, count(*) AS n GROUP BY g`, "ORDER BY on a set operation is not supported"},
-		{`TRANSFORM t FROM (SELECT g FROM a INTERSECT ALL SELECT g FROM b) s SELECT g, count(*) AS n GROUP BY g`, "aggregating over derived table \"s\", a set operation other than UNION ALL, is not supported"},
 		{`TRANSFORM t FROM (SELECT g FROM a UNION ALL SELECT g FROM b) s SELECT g, count(*) AS n GROUP BY g UNION ALL SELECT g, 1 FROM c`, "a set operation over a derived table, CTE or view that is a set operation is not supported"},
 		{`TRANSFORM t FROM c SELECT g UNION ALL SELECT g FROM (SELECT g FROM a UNION ALL SELECT g FROM b) s`, "in branch 2 of a set operation is not supported"},
 	} {

@@ -130,6 +130,12 @@ var goldenCases = []goldenCase{
 		types: map[string]string{"region": "text"},
 	},
 	{
+		name:   "union_aggregated",
+		stmt:   "TRANSFORM net WITH u AS (SELECT o.customer_id AS cid, o.price FROM orders o UNION SELECT id, tier FROM customers EXCEPT ALL SELECT id, price FROM products) FROM u SELECT cid, sum(price) AS total GROUP BY cid",
+		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...), table("public", "customers", "", []string{"id"}, customers...), table("public", "products", "", []string{"id"}, products...)},
+		types:  map[string]string{"cid": "bigint", "total": "numeric"},
+	},
+	{
 		name: "union_joined_branch",
 		stmt: "TRANSFORM names FROM orders o LEFT JOIN customers c ON c.id = o.customer_id SELECT c.name WHERE o.price > 0 EXCEPT SELECT title FROM products",
 		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...), table("public", "customers", "c", []string{"id"}, customers...),

@@ -27,7 +27,9 @@ type SetOp struct {
 	// ALL, EXCEPT ALL, a UNION ALL over a set operation without ALL;
 	// decision 0050): a row value is a unit, recomputed from how many
 	// times each branch holds it, and its copies are keyed by the value
-	// and an ordinal 1..count (OrdinalColumn).
+	// and an ordinal 1..count (OrdinalColumn). Under an aggregate (Over),
+	// it says the aggregate reads the rows of a tree other than UNION ALL,
+	// derived from the branches' counts the same way.
 	Counted bool `json:"counted,omitempty"`
 	// Tree is how the branches combine (set operations without ALL).
 	Tree     *grammar.SetNode `json:"tree,omitempty"`

@@ -11,8 +11,8 @@ import (
 	"github.com/trellis-pg/trellis/trellistype"
 )
 
-// CompileSetOpOver compiles an aggregate over the rows of a UNION ALL
-// (decision 0044): outer is the statement, reading the set operation as
+// CompileSetOpOver compiles an aggregate over the rows of a set operation
+// (decision 0044; UNION, INTERSECT, EXCEPT [ALL] by decision 0050): outer is the statement, reading the set operation as
 // its FROM table setOpAlias, and branches, tables are as for
 // CompileSetOp. The spec is the aggregate's (its key the GROUP BY
 // outputs, none for a global aggregate) over the set operation's derived
@@ -20,12 +20,12 @@ import (
 // rows give in that branch. It returns the columns of each source whose
 // old values capture must record.
 func CompileSetOpOver(tree *grammar.SetNode, branches []*grammar.Transform, tables [][]*Table, outer *grammar.Transform) (Spec, [][]string, error) {
-	if !tree.All || tree.Op == "" {
-		return Spec{}, nil, errs.New(trellistype.CodeValidation, "an aggregate over a set operation reads a UNION ALL of two or more branches")
+	if tree.Op == "" {
+		return Spec{}, nil, errs.New(trellistype.CodeValidation, "an aggregate over a set operation reads a set operation of two or more branches")
 	}
 	for i, b := range branches {
 		if branchAggregates(b) {
-			return Spec{}, nil, errs.New(trellistype.CodeValidation, "an aggregate over a UNION ALL whose branch %d aggregates (GROUP BY, an aggregate or DISTINCT) is not supported: aggregate the branches' rows in the statement, or define that branch as a transform and read its target", i+1)
+			return Spec{}, nil, errs.New(trellistype.CodeValidation, "an aggregate over a set operation whose branch %d aggregates (GROUP BY, an aggregate or DISTINCT) is not supported: aggregate the branches' rows in the statement, or define that branch as a transform and read its target", i+1)
 		}
 	}
 	br, joinNeeds, err := compileBranches(branches, tables)
@@ -132,6 +132,11 @@ func CompileSetOpOver(tree *grammar.SetNode, branches []*grammar.Transform, tabl
 		needs = append(needs, need)
 	}
 	spec.SetOp = &SetOp{All: true, Outputs: names, Branches: br}
+	if !tree.OnlyUnionAll() {
+		// The rows of UNION, INTERSECT, EXCEPT [ALL]: each branch's rows
+		// counted by value, as a counted set operation's (decision 0050).
+		spec.SetOp.All, spec.SetOp.Counted, spec.SetOp.Tree = false, true, tree
+	}
 	spec.Source = br[0].Source
 	spec.Reads = br[0].Source.Reads
 	spec.BaseReads, spec.PerColumnReads = nil, false
