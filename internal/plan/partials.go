@@ -257,7 +257,7 @@ func (p *Plan) CreatePartials() string {
 		"ALTER TABLE %s ADD PRIMARY KEY (trellis_range);\n"+
 		"COMMENT ON TABLE %s IS %s",
 		t, p.partsSelectUntyped(), p.from(), p.where(), t, t,
-		quoteLiteral("Trellis's partial aggregates of "+p.Target.String()+" by range of source keys; dropped with it"))
+		ident.Literal("Trellis's partial aggregates of "+p.Target.String()+" by range of source keys; dropped with it"))
 }
 
 // partsSelectUntyped is partsSelect before the parts' types are known.
@@ -279,8 +279,6 @@ func (p *Plan) DropPartials() string {
 	return "DROP TABLE IF EXISTS " + p.PartialsTable()
 }
 
-func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
-
 // invalidatePartials prefixes the statement that empties a whole target
 // with the emptying of its partials, which the next page fills again.
 func (p *Plan) invalidatePartials(stmt string) string {
@@ -294,7 +292,7 @@ func (p *Plan) invalidatePartials(stmt string) string {
 // for the parts this plan computes.
 func (p *Plan) partialsComplete() string {
 	return fmt.Sprintf("EXISTS (SELECT FROM %s AS m WHERE m.trellis_range = %s AND m.trellis_fp = %s)",
-		p.PartialsTable(), PartialsMeta, quoteLiteral(p.partialsMask()))
+		p.PartialsTable(), PartialsMeta, ident.Literal(p.partialsMask()))
 }
 
 // partialsFill are the statements that fill the partials from the whole
@@ -314,7 +312,7 @@ func (p *Plan) partialsFill() []string {
 		fmt.Sprintf("DELETE FROM %s WHERE %s AND (NOT %s OR %s = ANY ($1::text[]))", t, active, p.partialsComplete(), GlobalKey),
 		fmt.Sprintf("INSERT INTO %s (trellis_range, trellis_fp, %s) SELECT %s, NULL, %s FROM %s WHERE %s AND %s%s GROUP BY 1 UNION ALL SELECT %s, %s, %s WHERE %s AND %s",
 			t, p.partCols(), p.rangeOf(), p.partsSelect(), p.from(), active, noMeta, whereAnd(p.Spec.Where),
-			PartialsMeta, quoteLiteral(p.partialsMask()), strings.Join(nulls, ", "), active, noMeta),
+			PartialsMeta, ident.Literal(p.partialsMask()), strings.Join(nulls, ", "), active, noMeta),
 	}
 }
 
