@@ -156,9 +156,9 @@ func (ps *Partials) ExactTypes() bool {
 	return true
 }
 
-// partial says the plan maintains its global aggregate through partials:
+// Partial says the plan maintains its global aggregate through partials:
 // the spec records them, with their types, for its columns as they are.
-func (p *Plan) partial() bool {
+func (p *Plan) Partial() bool {
 	ps := p.Spec.Partials
 	if ps == nil || !p.Spec.Global || len(ps.Columns) != len(p.Spec.Columns) || !ps.ExactTypes() {
 		return false
@@ -171,18 +171,13 @@ func (p *Plan) partial() bool {
 	return (p.Spec.Having == "") == (ps.Having.Expr == "")
 }
 
-// Partial says the plan maintains its global aggregate through partials.
-func (p *Plan) Partial() bool { return p.partial() }
-
 // PartialsTable is the partials table of the plan, qualified and quoted.
 func (p *Plan) PartialsTable() string {
 	return ident.Qualified(p.Target.Schema, p.Spec.Partials.Table)
 }
 
-func partCol(i int) string { return fmt.Sprintf("trellis_p%d", i+1) }
-
 // PartColumn is the partials table's column of part i.
-func PartColumn(i int) string { return partCol(i) }
+func PartColumn(i int) string { return fmt.Sprintf("trellis_p%d", i+1) }
 
 // activeParts says which parts a page computes: those a column that is
 // not paused, or HAVING, reads (a paused column's may be what fails).
@@ -239,7 +234,7 @@ func (p *Plan) partsSelect() string {
 		default:
 			expr = fmt.Sprintf("pg_catalog.%s((%s))", pt.Kind, pt.Arg)
 		}
-		out[i] = expr + " AS " + partCol(i)
+		out[i] = expr + " AS " + PartColumn(i)
 	}
 	return strings.Join(out, ", ")
 }
@@ -269,7 +264,7 @@ func (p *Plan) partsSelectUntyped() string {
 		if pt.Arg != "" {
 			expr = fmt.Sprintf("pg_catalog.%s((%s))", pt.Kind, pt.Arg)
 		}
-		out[i] = expr + " AS " + partCol(i)
+		out[i] = expr + " AS " + PartColumn(i)
 	}
 	return strings.Join(out, ", ")
 }
@@ -282,7 +277,7 @@ func (p *Plan) DropPartials() string {
 // invalidatePartials prefixes the statement that empties a whole target
 // with the emptying of its partials, which the next page fills again.
 func (p *Plan) invalidatePartials(stmt string) string {
-	if !p.partial() {
+	if !p.Partial() {
 		return stmt
 	}
 	return "WITH trellis_partials AS (DELETE FROM " + p.PartialsTable() + ") " + stmt
@@ -326,7 +321,7 @@ func whereAnd(where string) string {
 func (p *Plan) partCols() string {
 	cols := make([]string, len(p.Spec.Partials.Parts))
 	for i := range cols {
-		cols[i] = partCol(i)
+		cols[i] = PartColumn(i)
 	}
 	return strings.Join(cols, ", ")
 }
@@ -335,7 +330,7 @@ func (p *Plan) partCols() string {
 func (p *Plan) total(i int) string {
 	ps := p.Spec.Partials
 	c := ps.Calls[i]
-	col := func(j int) string { return "x." + partCol(c.Parts[j]) }
+	col := func(j int) string { return "x." + PartColumn(c.Parts[j]) }
 	switch c.Func {
 	case "count":
 		return fmt.Sprintf("COALESCE(pg_catalog.sum(%s), 0)::pg_catalog.int8", col(0))
@@ -401,7 +396,7 @@ func (p *Plan) partialRecompute() []string {
 		if !on[i] {
 			continue
 		}
-		q := partCol(i)
+		q := PartColumn(i)
 		set = append(set, q+" = EXCLUDED."+q)
 		cur = append(cur, identity(t+"."+q, pt.Type))
 		exc = append(exc, identity("EXCLUDED."+q, pt.Type))

@@ -319,7 +319,7 @@ func (p *Plan) joinKeysParts() (keys, query string) {
 // rows that changed are written. The candidate rows are found through
 // plain equalities (so a source index serves them), then matched exactly.
 func (p *Plan) RecomputeGroups(withNulls bool) []string {
-	if p.partial() {
+	if p.Partial() {
 		return p.partialRecompute()
 	}
 	groups, unit, query := p.groupsStatements(withNulls)
@@ -436,7 +436,7 @@ func (p *Plan) groupsParts(withNulls bool) (groups, query string) {
 // groups' rows of the target (alias t) and the definition's query for the
 // groups.
 func (p *Plan) groupsStatements(withNulls bool) (groups, rows, query string) {
-	if p.partial() {
+	if p.Partial() {
 		return p.partialGroups()
 	}
 	if p.oneUnit() {
@@ -667,7 +667,7 @@ func (p *Plan) JoinedSideFromKeys(c Changes, buckets int) string {
 // join's rows that lost their match). Returns the groups as text and their
 // bucket.
 func (p *Plan) AffectedGroups(c Changes, joinedSide bool, buckets int) string {
-	if p.partial() {
+	if p.Partial() {
 		return p.partialAffected(c, buckets)
 	}
 	if p.oneUnit() {
