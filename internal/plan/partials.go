@@ -226,17 +226,21 @@ func (p *Plan) partsSelect() string {
 	on := p.activeParts()
 	out := make([]string, len(ps.Parts))
 	for i, pt := range ps.Parts {
-		expr := "NULL::" + pt.Type
-		switch {
-		case !on[i] && pt.Type != "":
-		case pt.Arg == "":
-			expr = "pg_catalog.count(*)"
-		default:
-			expr = fmt.Sprintf("pg_catalog.%s((%s))", pt.Kind, pt.Arg)
+		expr := pt.expr()
+		if !on[i] && pt.Type != "" {
+			expr = "NULL::" + pt.Type
 		}
 		out[i] = expr + " AS " + PartColumn(i)
 	}
 	return strings.Join(out, ", ")
+}
+
+// expr is the part's aggregate call over the source rows.
+func (pt Part) expr() string {
+	if pt.Arg == "" {
+		return "pg_catalog.count(*)"
+	}
+	return fmt.Sprintf("pg_catalog.%s((%s))", pt.Kind, pt.Arg)
 }
 
 // rangeOf is the range of the source key of alias.
@@ -260,11 +264,7 @@ func (p *Plan) partsSelectUntyped() string {
 	ps := p.Spec.Partials
 	out := make([]string, len(ps.Parts))
 	for i, pt := range ps.Parts {
-		expr := "pg_catalog.count(*)"
-		if pt.Arg != "" {
-			expr = fmt.Sprintf("pg_catalog.%s((%s))", pt.Kind, pt.Arg)
-		}
-		out[i] = expr + " AS " + PartColumn(i)
+		out[i] = pt.expr() + " AS " + PartColumn(i)
 	}
 	return strings.Join(out, ", ")
 }
