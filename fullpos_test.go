@@ -169,8 +169,8 @@ var fullJoinAggregates = []struct{ stmt, target, recompute string }{
 // JOINs while writers change all three tables at once, with two clients'
 // drain workers; every target then equals a fresh recompute, both ways,
 // and a self-check finds nothing. A transform can read the one grouped
-// by the RIGHT JOIN's table (its group is never NULL), not one grouped by
-// a table the join may leave out.
+// by the RIGHT JOIN's table (its group is never NULL); one grouped by a
+// table the join may leave out only by grouping it again (decision 0049).
 func TestFullJoinAggregatesConverge(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -187,7 +187,7 @@ func TestFullJoinAggregatesConverge(t *testing.T) {
 	_, err = c.Define(e.ctx, `TRANSFORM fg_bad FROM fg_count SELECT h, n`)
 	require.Error(t, err)
 	require.Equal(t, trellis.CodeValidation, trellis.CodeOf(err))
-	require.Contains(t, err.Error(), "grouped by a table its FULL or RIGHT JOIN may leave out")
+	require.Contains(t, err.Error(), "reading public.fg_count, whose key column h may be NULL, is not supported")
 	defs = append(defs, struct{ stmt, target, recompute string }{"", "fg_reader", `SELECT id, nn * 2 AS nn2 FROM fg_right`})
 	for _, d := range defs {
 		e.waitState(c, d.target, trellis.StateLive)

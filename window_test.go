@@ -125,12 +125,13 @@ func TestWindowFunctions(t *testing.T) {
 		e.assertMatches(d.target, d.recompute)
 	}
 
-	// A chain cannot read a window target whose key may be NULL (grp is a
-	// nullable column); it can read one partitioned by NOT NULL columns
-	// (TestWindowChainsConverge), and a top-k's, keyed by its source's key.
+	// A projection cannot read a window target whose key may be NULL (grp
+	// is a nullable column; an aggregate can, decision 0049); it can read
+	// one partitioned by NOT NULL columns (TestWindowChainsConverge), and
+	// a top-k's, keyed by its source's key.
 	_, err = c.Define(e.ctx, `TRANSFORM over_ranks FROM score_ranks SELECT r`)
 	require.Equal(t, trellis.CodeValidation, trellis.CodeOf(err))
-	require.Contains(t, err.Error(), "its key column grp (PARTITION BY grp) may be NULL")
+	require.Contains(t, err.Error(), "reading public.score_ranks, whose key column grp may be NULL, is not supported")
 	_, err = c.Define(e.ctx, `TRANSFORM over_top FROM score_top SELECT v * 2 AS v2`)
 	require.NoError(t, err)
 	e.waitState(c, "over_top", trellis.StateLive)

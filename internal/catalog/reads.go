@@ -13,7 +13,7 @@ import (
 // sqlTableShape reads, for a quoted qualified table name, whether the table
 // exists, the names of its columns (system columns included: a definition
 // may read one), and the key columns of each index that identifies its rows
-// (see IdentifyingIndex), sorted and joined by U+001F; and for a plain
+// (see IdentifyingIndex and NullableKeyIndex), sorted and joined by U+001F; and for a plain
 // table, its first inheritance link ("" for none): how it is linked, the
 // other table and the table itself (both quoted as needed), joined by
 // U+001F.
@@ -26,7 +26,7 @@ SELECT c.rel IS NOT NULL,
                  CROSS JOIN LATERAL (SELECT string_agg(a.attname::text, chr(31) ORDER BY a.attname)
                                      FROM pg_attribute a
                                      WHERE a.attrelid = i.indrelid AND a.attnum = ANY ((i.indkey::int2[])[0:i.indnkeyatts - 1])) AS k(cols)
-                 WHERE i.indrelid = c.rel AND ` + IdentifyingIndex + `), '{}'),
+                 WHERE i.indrelid = c.rel AND (` + IdentifyingIndex + ` OR ` + NullableKeyIndex + `)), '{}'),
        coalesce((SELECT l.how || chr(31) || l.other || chr(31) || format('%I.%I', tn.nspname, tc.relname) FROM (
                    SELECT CASE WHEN pc.relkind = 'p' THEN 'partition' ELSE 'inherits' END AS how,
                           format('%I.%I', pn.nspname, pc.relname) AS other, 0 AS ord
@@ -49,6 +49,14 @@ const IdentifyingIndex = `(i.indisvalid AND i.indimmediate AND i.indpred IS NULL
        AND (i.indisprimary OR (i.indisunique AND NOT EXISTS (
            SELECT 1 FROM pg_attribute na
            WHERE na.attrelid = i.indrelid AND na.attnum = ANY ((i.indkey::int2[])[0:i.indnkeyatts - 1]) AND NOT na.attnotnull))))`
+
+// NullableKeyIndex is the condition on pg_index i under which an index
+// identifies a Trellis target's rows by a key that may be NULL (decision
+// 0049): valid, immediate, non-partial, unique over plain columns with
+// NULLS NOT DISTINCT, so that no two rows share a key, NULL parts
+// included.
+const NullableKeyIndex = `(i.indisvalid AND i.indimmediate AND i.indpred IS NULL AND i.indexprs IS NULL
+       AND i.indisunique AND i.indnullsnotdistinct)`
 
 type tableShape struct {
 	cols []string

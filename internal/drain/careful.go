@@ -50,7 +50,7 @@ func (w *Worker) affectedBisect(ctx context.Context, tx pgx.Tx, wk *recompute.Se
 				return nil, perr
 			}
 		}
-		f := recompute.Failure{Key: recompute.Ptrs(rows[0].Key), Msg: err.Error()}
+		f := recompute.Failure{Key: rows[0].Key, Msg: err.Error()}
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) {
 			f.State, f.Msg = pe.Code, pe.Message

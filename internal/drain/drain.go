@@ -519,6 +519,13 @@ func malformed(c ledger.Change, src *catalog.Source) string {
 	return ""
 }
 
+// nullableKey reports whether src's key may have NULL parts by right: a
+// transform reads it through a unique index NULLS NOT DISTINCT (decision
+// 0049).
+func (w *Worker) nullableKey(src int) bool {
+	return slices.ContainsFunc(w.bySrc[src], func(t *catalog.Transform) bool { return t.Spec.NullableKeys(src) })
+}
+
 // applyPage recomputes every key of the page for every transform reading
 // its sources. It returns the page's source ids (for failure reports).
 // Carefully, a transform on which a row fails is diagnosed key by key.
@@ -544,7 +551,9 @@ func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *ledger.Page, caref
 			sc = &srcChanges{}
 			bySrc[c.Src] = sc
 		}
-		if c.Key == nil {
+		if c.Key == nil || c.NullPart() && !w.nullableKey(c.Src) {
+			// A TRUNCATE, or a key column holding NULL while no key is
+			// on it: the source is re-read.
 			sc.truncate = true
 			continue
 		}

@@ -80,10 +80,16 @@ func (e *Engine) loadSide(ctx context.Context, tx pgx.Tx, ref grammar.TableRef) 
 		return nil, err
 	}
 	if len(s.KeyCols) == 0 {
-		if err := e.keyTarget(ctx, tx, rel); err != nil {
+		nulls, err := e.keyTarget(ctx, tx, rel)
+		if err != nil {
 			return nil, err
 		}
-		if err := e.readKey(ctx, tx, s); err != nil {
+		if nulls != nil {
+			err = e.readNullableKey(ctx, tx, s, nulls)
+		} else {
+			err = e.readKey(ctx, tx, s)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -115,88 +121,90 @@ func (e *Engine) readKey(ctx context.Context, tx pgx.Tx, s *side) error {
 	return nil
 }
 
+// readNullableKey reads the columns of a Trellis target's unique index
+// NULLS NOT DISTINCT, which identifies its rows by a key that may be NULL
+// (decision 0049), and which of them may be: those nulls (the upstream's
+// plan, by key position) says may, unless the column is NOT NULL.
+func (e *Engine) readNullableKey(ctx context.Context, tx pgx.Tx, s *side, nulls []bool) error {
+	cols, err := pinnedPairs(ctx, tx, sqlNullableKey, s.rel.oid)
+	if err != nil {
+		return err
+	}
+	s.KeyCols, s.KeyTypes, s.KeyNulls = nil, nil, nil
+	for i, ct := range cols {
+		var notNull bool
+		if err := tx.QueryRow(ctx, sqlColumnNotNull, ident.Qualified(s.rel.schema, s.rel.name), ct[0]).Scan(&notNull); err != nil {
+			return err
+		}
+		s.KeyCols, s.KeyTypes = append(s.KeyCols, ct[0]), append(s.KeyTypes, ct[1])
+		s.KeyNulls = append(s.KeyNulls, !notNull && (i >= len(nulls) || nulls[i]))
+	}
+	return nil
+}
+
 // keyTarget lets a chain read a GROUP BY or JOIN target, which is keyed by
-// a unique index over nullable columns (NULLS NOT DISTINCT): its key
-// columns are made NOT NULL, so the index identifies its rows. Only a key
-// that cannot be NULL qualifies: an inner join's (both sides' keys), a
-// GROUP BY of NOT NULL columns, or a set operation's whose every branch
-// fills each key column with a NOT NULL column (decision 0040).
-// Anything else than a Trellis target with a key is left alone.
-func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error {
+// a unique index over nullable columns (NULLS NOT DISTINCT). A key that
+// cannot be NULL (an inner join's, both sides' keys; a GROUP BY of NOT
+// NULL columns; a set operation's whose every branch fills each key
+// column with a NOT NULL column, decision 0040) is made NOT NULL, so the
+// index identifies its rows as a primary key would. Any other key may be
+// NULL: the target is left as it is, and its reader reads it through the
+// index, NULL parts and all (decision 0049): nulls says which of its key
+// columns may be NULL (nil: none). Anything else than a Trellis target
+// with a key is left alone.
+func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) (nulls []bool, err error) {
 	up, err := e.Cat.Transform(ctx, tx, plan.Target{Schema: rel.schema, Name: rel.name}, false)
 	if err != nil || up == nil {
-		return err
+		return nil, err
 	}
 	pl := up.Plan()
 	if pl.Kind() == plan.KindProjection {
-		return nil // keyed by its primary key already
+		return nil, nil // keyed by its primary key already
 	}
 	if up.Spec.SetOp != nil && len(pl.KeyNames()) > 0 {
-		// Readable when no key column can be NULL: each branch fills each
-		// with a NOT NULL column of a table its every row holds.
+		// NOT NULL when each branch fills each key column with a NOT NULL
+		// column of a table its every row holds.
 		reads, nullable := pl.SetOpKeyReads()
 		if nullable != "" {
-			return errs.New(trellistype.CodeValidation,
-				"%s cannot be read by a transform: it is a set operation whose key column %s may be NULL (another branch's key, a LEFT JOIN's table or an expression fills it in some rows); a reader needs a key without NULLs: select in every branch, in the same position, a NOT NULL key column of a table each of its rows holds",
-				up.Target, nullable)
+			return pl.KeyNulls(), nil
 		}
 		for _, r := range reads {
 			var notNull bool
 			if err := tx.QueryRow(ctx, sqlColumnNotNull, ident.Qualified(r.Source.Schema, r.Source.Table), r.Column).Scan(&notNull); err != nil {
-				return err
+				return nil, err
 			}
 			if !notNull {
-				return errs.New(trellistype.CodeValidation,
-					"%s cannot be read by a transform: it is a set operation whose key column %s reads %s.%s.%s, which may be NULL; a transform reading it needs a key without NULLs: select NOT NULL columns in every branch",
-					up.Target, r.Key, r.Source.Schema, r.Source.Table, r.Column)
+				return pl.KeyNulls(), nil
 			}
 		}
-		return keyNotNull(ctx, tx, up, pl)
+		return nil, keyNotNull(ctx, tx, up, pl)
 	}
-	keys := pl.KeyNames()
-	if len(keys) == 0 {
-		return errs.New(trellistype.CodeValidation,
+	if len(pl.KeyNames()) == 0 {
+		return nil, errs.New(trellistype.CodeValidation,
 			"%s cannot be read by a transform: an aggregate without GROUP BY has one row and no key column; read its sources instead", up.Target)
 	}
 	if pl.FullUnits() {
-		what := "a FULL JOIN"
-		if !slices.ContainsFunc(up.Spec.JoinList(), func(j *plan.Join) bool { return j.Full }) {
-			what = "a RIGHT JOIN after the second table"
-		}
-		return errs.New(trellistype.CodeValidation,
-			"%s cannot be read by a transform: it is %s, whose key (%s) is NULL on either side for rows without a match",
-			up.Target, what, strings.Join(keys, ", "))
+		return pl.KeyNulls(), nil // a FULL JOIN's, or a RIGHT JOIN's after the second table
 	}
-	if pl.Kind() == plan.KindJoin && slices.ContainsFunc(up.Spec.JoinList(), func(j *plan.Join) bool { return j.Left }) {
-		return errs.New(trellistype.CodeValidation,
-			"%s cannot be read by a transform: it has a LEFT JOIN or a RIGHT JOIN, whose key (%s) is NULL on the optional side for rows without a match",
-			up.Target, strings.Join(keys, ", "))
+	outer := slices.ContainsFunc(up.Spec.JoinList(), func(j *plan.Join) bool { return j.Left || j.Right || j.Full })
+	if pl.Kind() == plan.KindJoin && outer {
+		return pl.KeyNulls(), nil // NULL on the optional side of a row without a match
 	}
-	if pl.Kind() == plan.KindWindow && len(up.Spec.Key) > len(up.Spec.Window.Partition) && slices.ContainsFunc(up.Spec.JoinList(), func(j *plan.Join) bool { return j.Left || j.Right || j.Full }) {
-		return errs.New(trellistype.CodeValidation,
-			"%s cannot be read by a transform: it is a window or top-k over an outer join, whose key (%s) is NULL for a table the join leaves out; read its sources instead, or join them with inner joins",
-			up.Target, strings.Join(keys, ", "))
+	if pl.Kind() == plan.KindWindow && len(up.Spec.Key) > len(up.Spec.Window.Partition) && outer {
+		return pl.KeyNulls(), nil // NULL for a table the join leaves out
 	}
 	if pl.Kind() == plan.KindAggregate || pl.Kind() == plan.KindWindow {
-		// Only a key that can never be NULL: a NULL group appearing later
-		// would fail the upstream's whole-table rebuilds (a TRUNCATE of
-		// its source), which no key can be blamed for. A window's key is
-		// its PARTITION BY outputs, then its rows' key (never NULL over a table
-		// or an inner join).
-		side := up.Spec.Sources()[up.Spec.GroupPos()]
-		if pl.GroupNullable() && pl.Full() {
-			return errs.New(trellistype.CodeValidation,
-				"%s cannot be read by a transform: it is grouped by a table its FULL or RIGHT JOIN may leave out, whose group is NULL for rows without it; group by a table every row holds", up.Target)
-		}
+		// A window's key is its PARTITION BY outputs, then its rows' key
+		// (never NULL over a table or an inner join).
 		if pl.GroupNullable() {
-			return errs.New(trellistype.CodeValidation,
-				"%s cannot be read by a transform: it is a LEFT JOIN grouped by the joined side, whose group is NULL for rows without a match", up.Target)
+			return pl.KeyNulls(), nil // grouped by a table an outer join may leave out
 		}
-		unit, clause := up.Spec.GroupBy, "GROUP BY"
+		side := up.Spec.Sources()[up.Spec.GroupPos()]
+		unit := up.Spec.GroupBy
 		if w := up.Spec.Window; w != nil {
-			unit, clause = w.Partition, "PARTITION BY"
+			unit = w.Partition
 		}
-		for i, g := range unit {
+		for _, g := range unit {
 			m := plainColumn.FindStringSubmatch(g)
 			var notNull bool
 			if m != nil {
@@ -205,17 +213,15 @@ func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) error 
 					col = strings.ToLower(col) // an unquoted name folds to lower case
 				}
 				if err := tx.QueryRow(ctx, sqlColumnNotNull, ident.Qualified(side.Schema, side.Table), col).Scan(&notNull); err != nil {
-					return err
+					return nil, err
 				}
 			}
 			if !notNull {
-				return errs.New(trellistype.CodeValidation,
-					"%s cannot be read by a transform: its key column %s (%s %s) may be NULL, and a transform reading it needs a key without NULLs: %s NOT NULL columns of %s.%s",
-					up.Target, keys[i], clause, g, strings.ToLower(clause), side.Schema, side.Table)
+				return pl.KeyNulls(), nil // an expression, or a column that may be NULL
 			}
 		}
 	}
-	return keyNotNull(ctx, tx, up, pl)
+	return nil, keyNotNull(ctx, tx, up, pl)
 }
 
 // keyNotNull makes the key columns of a transform's target NOT NULL for a
@@ -253,6 +259,9 @@ func (e *Engine) compile(ctx context.Context, tx pgx.Tx, s *grammar.Transform, t
 	if s.SetOp != nil {
 		sides, spec, needs, err := e.compileSetOp(ctx, tx, s)
 		spec.Views = views
+		if err == nil {
+			err = checkNullableKeys(spec)
+		}
 		return sides, spec, needs, err
 	}
 	sides, err := e.loadSides(ctx, tx, s)
@@ -273,7 +282,19 @@ func (e *Engine) compile(ctx context.Context, tx pgx.Tx, s *grammar.Transform, t
 	if err := checkNotIn(ctx, tx, spec); err != nil {
 		return nil, plan.Spec{}, nil, err
 	}
+	if err := checkNullableKeys(spec); err != nil {
+		return nil, plan.Spec{}, nil, err
+	}
 	return sides, spec, needs, nil
+}
+
+// checkNullableKeys refuses a definition that cannot read a source whose
+// key may be NULL (see plan.NullableKeyRefusal).
+func checkNullableKeys(spec plan.Spec) error {
+	if why := (&plan.Plan{Spec: spec}).NullableKeyRefusal(); why != "" {
+		return errs.New(trellistype.CodeValidation, "%s", why)
+	}
+	return nil
 }
 
 // checkNotIn refuses NOT IN (SELECT ...) over a column that may be NULL:

@@ -94,6 +94,20 @@ FROM k CROSS JOIN LATERAL unnest(k.cols) WITH ORDINALITY AS u(attnum, ord)
 JOIN pg_attribute a ON a.attrelid = $1::oid AND a.attnum = u.attnum
 ORDER BY u.ord`
 
+	// The key columns of a Trellis target's unique index NULLS NOT
+	// DISTINCT, with their types.
+	sqlNullableKey = `
+WITH k AS (
+    SELECT (i.indkey::int2[])[0:i.indnkeyatts - 1] AS cols
+    FROM pg_index i
+    WHERE i.indrelid = $1::oid AND ` + catalog.NullableKeyIndex + `
+    ORDER BY i.indnkeyatts, i.indexrelid
+    LIMIT 1)
+SELECT a.attname, format_type(a.atttypid, a.atttypmod)
+FROM k CROSS JOIN LATERAL unnest(k.cols) WITH ORDINALITY AS u(attnum, ord)
+JOIN pg_attribute a ON a.attrelid = $1::oid AND a.attnum = u.attnum
+ORDER BY u.ord`
+
 	// What PostgreSQL knows of every function called by a name.
 	sqlFunctionKinds = `
 SELECT coalesce(bool_or(p.provolatile = 'v'), false), coalesce(bool_or(p.proretset), false),

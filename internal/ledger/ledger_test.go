@@ -328,9 +328,9 @@ func TestPagesAreClaimedOnceAppliedAndRetried(t *testing.T) {
 	var b1, b2, b3 int
 	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT hashtext('{1}') & 63, hashtext('{2}') & 63, hashtext('{3}') & 63`).Scan(&b1, &b2, &b3))
 	require.ElementsMatch(t, []ledger.Change{
-		{Src: 7, Key: []string{"1"}, Bucket: b1},
-		{Src: 7, Key: []string{"2"}, Vals: []*string{&old}, Bucket: b2, Mislabeled: b2 != 0},
-		{Src: 7, Key: []string{"3"}, Vals: []*string{&was}, Bucket: b3, Mislabeled: b3 != 0},
+		{Src: 7, Key: keyText("1"), Bucket: b1},
+		{Src: 7, Key: keyText("2"), Vals: []*string{&old}, Bucket: b2, Mislabeled: b2 != 0},
+		{Src: 7, Key: keyText("3"), Vals: []*string{&was}, Bucket: b3, Mislabeled: b3 != 0},
 		{Src: 8},
 	}, changes, "each distinct change once (an update's new key is its old row's); a TRUNCATE has no key")
 
@@ -432,7 +432,7 @@ VALUES ('public', 'orders', '{id}', '{integer}', 'installed') RETURNING id`)
 	require.False(t, ok, "not captured")
 	require.NoError(t, tx.Commit(f.ctx))
 	f.appendRows(t, f.pool, src+1, 3) // another source's changes
-	require.Equal(t, []ledger.Change{{Src: src, Key: []string{"41"}}}, inFlight())
+	require.Equal(t, []ledger.Change{{Src: src, Key: keyText("41")}}, inFlight())
 
 	_, err = f.l.Cut(f.ctx, true)
 	require.NoError(t, err)
@@ -567,5 +567,14 @@ INSERT INTO trellis.pages (cut, lo, hi, buckets) SELECT c.n, last.snap, c.snap, 
 	require.Nil(t, p.XLo)
 	changes, err := f.l.Changes(f.ctx, tx, p)
 	require.NoError(t, err)
-	require.Equal(t, []ledger.Change{{Src: 1, Key: []string{"2"}, Bucket: b2}}, changes)
+	require.Equal(t, []ledger.Change{{Src: 1, Key: keyText("2"), Bucket: b2}}, changes)
+}
+
+// keyText is a key of text parts, as a Change holds it.
+func keyText(parts ...string) []*string {
+	out := make([]*string, len(parts))
+	for i := range parts {
+		out[i] = &parts[i]
+	}
+	return out
 }

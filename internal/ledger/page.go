@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,11 +45,13 @@ type Page struct {
 // Change is one changed key of a source: its values, the old values of the
 // source's captured columns (nil for a new row), and its bucket, computed
 // from the key when the row is read (capture stores none). A nil Key
-// is a TRUNCATE of the source, or a change whose key had a NULL part (see
-// keyOf): the source is re-read either way.
+// is a TRUNCATE of the source: it is re-read. A key may have NULL parts
+// (nil elements): legitimately for a source identified by a unique index
+// NULLS NOT DISTINCT (a Trellis target read by a chain, decision 0049),
+// else only while the table has no key on those columns (see NullPart).
 type Change struct {
 	Src    int
-	Key    []string
+	Key    []*string
 	Vals   []*string
 	Bucket int
 	// Mislabeled says a row of the change was stored with a bucket that
@@ -104,11 +107,9 @@ func (l *Ledger) Changes(ctx context.Context, tx pgx.Tx, p *Page) ([]Change, err
 	p.Rows = 0
 	for rows.Next() {
 		var c Change
-		var key []*string
-		if err := pageRow(rows, &c, &key); err != nil {
+		if err := pageRow(rows, &c, &c.Key); err != nil {
 			return nil, fmt.Errorf("reading page %d: %w", p.ID, err)
 		}
-		c.Key = keyOf(key)
 		r.add(c)
 		p.Rows++
 	}
@@ -135,11 +136,17 @@ type reducer struct {
 func appendKeyID(b []byte, c Change) []byte {
 	b = strconv.AppendInt(b, int64(c.Src), 10)
 	if c.Key == nil {
-		b = append(b, 2) // a TRUNCATE, or a key with a NULL part
+		b = append(b, 2) // a TRUNCATE
 	}
+	// Each part is a 0 (no text holds one), then v and its text, or n
+	// for a NULL part: no two keys share an identity.
 	for _, k := range c.Key {
-		b = append(b, 0)
-		b = append(b, k...)
+		if k == nil {
+			b = append(b, 0, 'n')
+			continue
+		}
+		b = append(b, 0, 'v')
+		b = append(b, *k...)
 	}
 	return b
 }
@@ -204,25 +211,15 @@ func (r *reducer) changes() []Change {
 	return out
 }
 
-// keyOf is a ledger row's key as a Change holds it: nil for a TRUNCATE
-// (no key), and also when a part of the key is NULL. Capture records the
-// key columns as they are, and a key column holds NULL only while the
-// table has no primary key on it (dropped, with its NOT NULL; or the
-// column dropped and added again): no key then says which row changed, so
-// the change is one the source must be re-read for, never one that fails
-// its page.
-func keyOf(parts []*string) []string {
-	if parts == nil {
-		return nil
-	}
-	key := make([]string, len(parts))
-	for i, p := range parts {
-		if p == nil {
-			return nil
-		}
-		key[i] = *p
-	}
-	return key
+// NullPart reports whether a part of the change's key is NULL. Capture
+// records the key columns as they are. Only a source identified by a
+// unique index NULLS NOT DISTINCT (decision 0049) has such keys by right;
+// on any other a key column holds NULL only while the table has no
+// primary key on it (dropped, with its NOT NULL; or the column dropped and
+// added again): no key then says which row changed, so its reader re-reads
+// the source, and the change never fails its page.
+func (c Change) NullPart() bool {
+	return slices.Contains(c.Key, nil)
 }
 
 // pageSegments is the relation a page's rows are read from: the union of
@@ -268,9 +265,7 @@ func (l *Ledger) InFlight(ctx context.Context, q catalog.Querier, sources []int,
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Change, error) {
 		var c Change
-		var key []*string
-		err := r.Scan(&c.Src, &key, &c.Vals)
-		c.Key = keyOf(key)
+		err := r.Scan(&c.Src, &c.Key, &c.Vals)
 		return c, err
 	})
 }

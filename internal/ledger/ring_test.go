@@ -36,7 +36,7 @@ func (f *fixture) open(t *testing.T) *openPage {
 			require.NoError(t, err)
 			op := &openPage{tx: tx, page: p}
 			for _, c := range changes {
-				op.keys = append(op.keys, c.Key[0])
+				op.keys = append(op.keys, *c.Key[0])
 			}
 			return op
 		}
@@ -163,7 +163,7 @@ SELECT `+ledger.SegmentAt(`now()`)+`, 1, $1::int % 64, ARRAY[$1::text]`, n)
 		finish(&openPage{tx: tx, page: p, keys: func() []string {
 			var ks []string
 			for _, c := range changes {
-				ks = append(ks, c.Key[0])
+				ks = append(ks, *c.Key[0])
 			}
 			return ks
 		}()})
@@ -201,7 +201,7 @@ func TestPageReadsEverySegmentItsRowsAreIn(t *testing.T) {
 		require.NoError(t, err)
 		var ks []string
 		for _, c := range changes {
-			ks = append(ks, c.Key[0])
+			ks = append(ks, *c.Key[0])
 		}
 		return ks
 	}

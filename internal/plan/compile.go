@@ -20,6 +20,8 @@ type Table struct {
 	Alias    string
 	KeyCols  []string
 	KeyTypes []string
+	// KeyNulls says which key columns may be NULL (see Source.KeyNulls).
+	KeyNulls []bool
 	Columns  map[string]string // column name -> type
 	// Order are the column names in the table's order (what `*` lists).
 	Order []string
@@ -35,7 +37,7 @@ func Compile(s *grammar.Transform, tables []*Table) (Spec, [][]string, error) {
 	tables = outerTables(s, tables) // what the statement's own clauses read
 	from := tables[0]
 	spec := Spec{
-		Source:             Source{Schema: from.Schema, Table: from.Name, Alias: s.From.Alias, KeyCols: from.KeyCols, KeyTypes: from.KeyTypes},
+		Source:             Source{Schema: from.Schema, Table: from.Name, Alias: s.From.Alias, KeyCols: from.KeyCols, KeyTypes: from.KeyTypes, KeyNulls: from.KeyNulls},
 		Where:              s.Where,
 		GroupBy:            s.GroupBy,
 		Having:             s.Having,
@@ -72,7 +74,7 @@ func Compile(s *grammar.Transform, tables []*Table) (Spec, [][]string, error) {
 		}
 		joined := tables[pos]
 		join := Join{Left: j.Kind == grammar.JoinLeft || j.Kind == grammar.JoinFull, Full: j.Kind == grammar.JoinFull, Right: j.Kind == grammar.JoinRight, To: -1,
-			Source: Source{Schema: joined.Schema, Table: joined.Name, Alias: j.Table.Alias, KeyCols: joined.KeyCols, KeyTypes: joined.KeyTypes}}
+			Source: Source{Schema: joined.Schema, Table: joined.Name, Alias: j.Table.Alias, KeyCols: joined.KeyCols, KeyTypes: joined.KeyTypes, KeyNulls: joined.KeyNulls}}
 		for _, c := range j.On {
 			l, err := tableOf(c.Left, tables)
 			if err != nil {
@@ -182,7 +184,7 @@ func compileSemis(spec *Spec, s *grammar.Transform, all, outer []*Table, need fu
 			return nil
 		}
 		semi := Semi{Anti: sj.Anti, In: sj.In, To: -1, Where: sj.Where,
-			Source: Source{Schema: u.Schema, Table: u.Name, Alias: sj.Table.Alias, KeyCols: u.KeyCols, KeyTypes: u.KeyTypes}}
+			Source: Source{Schema: u.Schema, Table: u.Name, Alias: sj.Table.Alias, KeyCols: u.KeyCols, KeyTypes: u.KeyTypes, KeyNulls: u.KeyNulls}}
 		for _, c := range sj.On {
 			if err := has(c.Left); err != nil {
 				return err

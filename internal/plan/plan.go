@@ -207,6 +207,61 @@ func (s *Spec) Sources() []Source {
 	return out
 }
 
+// KeyMayBeNull reports whether a key column of the source may be NULL.
+func (s *Source) KeyMayBeNull() bool {
+	return slices.Contains(s.KeyNulls, true)
+}
+
+// NullableKeys reports whether some source of the definition is
+// identified by a key that may be NULL; with src > 0, only that source.
+func (s *Spec) NullableKeys(src int) bool {
+	return slices.ContainsFunc(s.Sources(), func(so Source) bool {
+		return (src == 0 || so.ID == src) && so.KeyMayBeNull()
+	})
+}
+
+// NullableKeyRefusal says why the definition cannot read a source whose
+// key may be NULL (decision 0049), "" when it can or reads none. Its
+// units must be groups or partitions (an aggregate, a window, a top-k,
+// DISTINCT ON) over the tables of FROM and JOIN: a changed row of the
+// source is then only looked up by its key, NULL parts matching as its
+// unique index matches them. A projection, a join or a set operation
+// would make that key its own target's key, matched and paged by it
+// everywhere; an EXISTS or IN subquery correlates it.
+func (p *Plan) NullableKeyRefusal() string {
+	s := &p.Spec
+	var src *Source
+	for _, so := range s.Sources() {
+		if so.KeyMayBeNull() {
+			src = &so
+			break
+		}
+	}
+	if src == nil {
+		return ""
+	}
+	var nulls []string
+	for i, k := range src.KeyCols {
+		if i < len(src.KeyNulls) && src.KeyNulls[i] {
+			nulls = append(nulls, k)
+		}
+	}
+	plural := ""
+	if len(nulls) > 1 {
+		plural = "s"
+	}
+	what := fmt.Sprintf("%s.%s, whose key column%s %s may be NULL", src.Schema, src.Table, plural, strings.Join(nulls, ", "))
+	switch {
+	case s.SetOp != nil:
+		return "a set operation reading " + what + ", is not supported: aggregate it in the branch's place (GROUP BY), or read the sources of " + src.Table
+	case slices.ContainsFunc(s.Semis, func(sj Semi) bool { return sj.Source.KeyMayBeNull() }):
+		return "EXISTS / IN (SELECT ...) over " + what + ", is not supported: join it instead"
+	case p.Kind() == KindProjection || p.Kind() == KindJoin:
+		return "a transform without GROUP BY, a window or DISTINCT ON reading " + what + ", is not supported (its target would be keyed by that key): group by the columns it selects, its key columns included (SELECT ... GROUP BY " + strings.Join(src.KeyCols, ", ") + ", ...), or read the sources of " + src.Table
+	}
+	return ""
+}
+
 // GroupPos is the position of the table the GROUP BY expressions read.
 func (s *Spec) GroupPos() int {
 	switch {
@@ -229,6 +284,10 @@ type Source struct {
 	// KeyOps are the key columns' operators, one per column (nil for
 	// pg_catalog's); empty when none has its own.
 	KeyOps []*Op `json:"key_ops,omitempty"`
+	// KeyNulls says, per key column, whether it may be NULL: a Trellis
+	// target identified by its unique index NULLS NOT DISTINCT (decision
+	// 0049). Empty when none may (every source defined before).
+	KeyNulls []bool `json:"key_nulls,omitempty"`
 	// Needs are the columns whose old values this transform needs captured
 	// (GROUP BY and JOIN columns).
 	Needs []string `json:"needs,omitempty"`

@@ -487,7 +487,7 @@ func compileBranches(branches []*grammar.Transform, tables [][]*Table) ([]Branch
 			}
 		}
 		t := tables[i][0]
-		br := Branch{Where: b.Where, Source: Source{Schema: t.Schema, Table: t.Name, Alias: b.From.Alias, KeyCols: t.KeyCols, KeyTypes: t.KeyTypes}}
+		br := Branch{Where: b.Where, Source: Source{Schema: t.Schema, Table: t.Name, Alias: b.From.Alias, KeyCols: t.KeyCols, KeyTypes: t.KeyTypes, KeyNulls: t.KeyNulls}}
 		if len(tables[i]) > 1 {
 			bs, needs, err := Compile(b, tables[i])
 			if err != nil {

@@ -392,6 +392,17 @@ func (p *Plan) goneGroups(withNulls bool) (string, bool) {
 	return fmt.Sprintf("t.%s = ANY (ARRAY(SELECT g.trellis_g1 FROM g EXCEPT SELECT src.%s FROM src))", q, q), true
 }
 
+// KeyNulls says, for each key column of a join's, aggregate's, window's or
+// set operation's target (KeyNames), whether it may hold NULL: what a
+// transform reading the target records of its key (decision 0049).
+func (p *Plan) KeyNulls() []bool {
+	out := make([]bool, len(p.KeyNames()))
+	for i := range out {
+		out[i] = p.keyNullable(i, true)
+	}
+	return out
+}
+
 // keyNullable says whether the target's key column i can hold NULL among
 // the rows of a keyed recompute: a joined table's key under a LEFT JOIN,
 // an aggregate's or window's group when the keys include a NULL group. The
@@ -420,9 +431,10 @@ func (p *Plan) keyNullable(i int, withNulls bool) bool {
 		return true
 	}
 	// A window's key past its partition is its rows' key: the FROM
-	// table's, never NULL, and over a join the joined tables' too, NULL
+	// table's, never NULL unless its own key may be (a target read by a
+	// chain, decision 0049), and over a join the joined tables' too, NULL
 	// for a table an outer join leaves out (see rowKeys).
-	return slices.ContainsFunc(p.Spec.JoinList(), func(j *Join) bool { return j.Left || j.Right || j.Full })
+	return p.Spec.NullableKeys(0) || slices.ContainsFunc(p.Spec.JoinList(), func(j *Join) bool { return j.Left || j.Right || j.Full })
 }
 
 // groupsParts are the groups CTE of an aggregate's keyed recompute and the
@@ -601,6 +613,9 @@ func (c Changes) oldImage(alias string) string {
 
 // current is the condition selecting the changed rows as they are now.
 func (c Changes) current(alias string) string {
+	if c.Source.KeyMayBeNull() {
+		return c.currentNullable(alias)
+	}
 	var keys, casts []string
 	for i, k := range c.Source.KeyCols {
 		keys = append(keys, ident.Quote(alias)+"."+ident.Quote(k))
@@ -609,13 +624,69 @@ func (c Changes) current(alias string) string {
 	return inQuery(keys, "SELECT "+strings.Join(casts, ", ")+" FROM chg", c.Source.KeyOps)
 }
 
+// maxNullArms bounds the lookups currentNullable splits a key into: one
+// per pattern of NULL parts its nullable columns can take.
+const maxNullArms = 16
+
+// currentNullable is current for a source whose key may have NULL parts
+// (decision 0049): a key matches the row whose key is not distinct from
+// it, as the source's unique index NULLS NOT DISTINCT compares them. The
+// rows are found by one lookup per pattern of NULL parts, each an index
+// condition on the key's columns (= for a column with a value, IS NULL
+// for one without), and selected by their row ids (a TID scan): an OR of
+// the patterns, or IS NOT DISTINCT FROM, would keep a generic plan off the
+// index.
+func (c Changes) currentNullable(alias string) string {
+	var nullable []int
+	for i := range c.Source.KeyCols {
+		if i < len(c.Source.KeyNulls) && c.Source.KeyNulls[i] {
+			nullable = append(nullable, i)
+		}
+	}
+	tbl := ident.Qualified(c.Source.Schema, c.Source.Table) + " AS trellis_x"
+	col := func(i int) string { return "trellis_x." + ident.Quote(c.Source.KeyCols[i]) }
+	param := func(i int) string {
+		return fromKeyParam(fmt.Sprintf("chg.k%d", i+1), c.Source.KeyTypes[i])
+	}
+	arm := func(match []string) string {
+		return "SELECT trellis_x.ctid FROM chg JOIN " + tbl + " ON " + strings.Join(match, " AND ")
+	}
+	var arms []string
+	if 1<<len(nullable) > maxNullArms {
+		// Too many patterns: one lookup, exact but off the index.
+		var match []string
+		for i := range c.Source.KeyCols {
+			match = append(match, cmp(col(i), "IS NOT DISTINCT FROM", param(i), opAt(c.Source.KeyOps, i)))
+		}
+		arms = append(arms, arm(match))
+	} else {
+		for set := 0; set < 1<<len(nullable); set++ {
+			isNull := map[int]bool{}
+			for b, i := range nullable {
+				isNull[i] = set&(1<<b) != 0
+			}
+			var match []string
+			for i := range c.Source.KeyCols {
+				if isNull[i] {
+					match = append(match, fmt.Sprintf("%s IS NULL AND chg.k%d IS NULL", col(i), i+1))
+					continue
+				}
+				match = append(match, cmp(col(i), "=", param(i), opAt(c.Source.KeyOps, i)))
+			}
+			arms = append(arms, arm(match))
+		}
+	}
+	return ident.Quote(alias) + ".ctid = ANY (ARRAY(" + strings.Join(arms, " UNION ALL ") + "))"
+}
+
 // currentByKey is Changes.current for a table of one key column: the
 // changed keys as an array the planner cannot size, so it finds the rows
 // through the key's index (sized, a page's keys made it hash the whole
-// table, a cost growing with the table).
+// table, a cost growing with the table). A key that may be NULL is looked
+// up as current does (currentNullable).
 func (c Changes) currentByKey(alias string) string {
 	src := c.Source
-	if len(src.KeyCols) != 1 || isArrayType(src.KeyTypes[0]) {
+	if len(src.KeyCols) != 1 || isArrayType(src.KeyTypes[0]) || src.KeyMayBeNull() {
 		return c.current(alias)
 	}
 	o := opAt(src.KeyOps, 0)
@@ -773,7 +844,7 @@ func (p *Plan) ShapeKeys() string {
 
 // Args are the parameters of the Changes queries for n changed rows: row(i)
 // gives the i-th row's key values and old values (nil for a new row).
-func (c Changes) Args(n int, row func(i int) (key []string, vals []*string)) []any {
+func (c Changes) Args(n int, row func(i int) (key, vals []*string)) []any {
 	nkeys, ncaps := len(c.Source.KeyCols), len(c.CapCols)
 	cols := make([][]*string, nkeys+ncaps)
 	hv := make([]bool, n)
@@ -782,7 +853,7 @@ func (c Changes) Args(n int, row func(i int) (key []string, vals []*string)) []a
 		for i := 0; i < nkeys; i++ {
 			var v *string
 			if i < len(key) {
-				v = &key[i]
+				v = key[i]
 			}
 			cols[i] = append(cols[i], v)
 		}

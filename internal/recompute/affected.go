@@ -31,7 +31,7 @@ func Affected(ctx context.Context, q catalog.Querier, t *catalog.Transform, pl *
 	kind := pl.Kind()
 	if fromSide && kind != plan.KindAggregate && kind != plan.KindWindow {
 		for _, c := range changes {
-			add(Ptrs(c.Key), c.Bucket)
+			add(c.Key, c.Bucket)
 		}
 	}
 	if kind == plan.KindProjection || (kind == plan.KindJoin && !joinedSide) {
@@ -49,7 +49,7 @@ func Affected(ctx context.Context, q catalog.Querier, t *catalog.Transform, pl *
 		side = spec.Join.Source
 	}
 	ch := plan.Changes{Source: side, CapCols: s.CapCols, CapTypes: s.CapTypes, Part: part}
-	args := ch.Args(len(changes), func(i int) ([]string, []*string) { return changes[i].Key, changes[i].Vals })
+	args := ch.Args(len(changes), func(i int) ([]*string, []*string) { return changes[i].Key, changes[i].Vals })
 	return runAffected(ctx, q, t, s, pl.AffectedQueries(ch, fromSide, joinedSide, ledger.Buckets), args, add)
 }
 
@@ -88,7 +88,7 @@ func affectedPositions(ctx context.Context, q catalog.Querier, t *catalog.Transf
 		}
 		if pos == 0 && direct {
 			for _, c := range changes {
-				add(Ptrs(c.Key), c.Bucket)
+				add(c.Key, c.Bucket)
 			}
 			continue
 		}
@@ -102,7 +102,7 @@ func affectedPositions(ctx context.Context, q catalog.Querier, t *catalog.Transf
 			}
 		}
 		ch := plan.Changes{Source: side, CapCols: s.CapCols, CapTypes: s.CapTypes, Part: part}
-		args := ch.Args(len(changes), func(i int) ([]string, []*string) { return changes[i].Key, changes[i].Vals })
+		args := ch.Args(len(changes), func(i int) ([]*string, []*string) { return changes[i].Key, changes[i].Vals })
 		if err := runAffected(ctx, q, t, s, []string{query(ch, pos)}, args, add); err != nil {
 			return err
 		}

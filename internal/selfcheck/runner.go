@@ -498,7 +498,7 @@ func (c *check) inFlight(ctx context.Context, tx pgx.Tx, t *catalog.Transform, p
 	bySrc := map[int][]ledger.Change{}
 	var order []int
 	for _, ch := range changes {
-		if ch.Key == nil {
+		if ch.Key == nil || ch.NullPart() && !t.Spec.NullableKeys(ch.Src) {
 			return nil, true, nil
 		}
 		if _, ok := bySrc[ch.Src]; !ok {
