@@ -77,7 +77,7 @@ func TestOneTransactionIsCutIntoBoundedParts(t *testing.T) {
 		require.Equal(t, claimed.Rows, len(changes), "every row of the transaction is a distinct change")
 		for _, c := range changes {
 			require.Contains(t, []int{1, 2, 3}, c.Src, "only the transaction's rows")
-			seen[fmt.Sprint(c.Src, c.Key)]++
+			seen[fmt.Sprint(c.Src, keyStrings(c.Key))]++
 		}
 	}
 	require.Len(t, seen, bigRows)

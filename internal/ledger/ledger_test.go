@@ -578,3 +578,15 @@ func keyText(parts ...string) []*string {
 	}
 	return out
 }
+
+// keyStrings is a key's parts as text, NULL as "NULL".
+func keyStrings(key []*string) []string {
+	out := make([]string, len(key))
+	for i, k := range key {
+		out[i] = "NULL"
+		if k != nil {
+			out[i] = *k
+		}
+	}
+	return out
+}
