@@ -84,6 +84,9 @@ func TestDifferential(t *testing.T) {
 		runs = append(runs, run{name: "long", seed: seed, cases: 1 << 30})
 	default:
 		runs = append(runs, run{name: "fixed", seed: 20261201, cases: 6})
+		// A case whose generated definitions include an aggregate reading
+		// a LEFT JOIN's target (nullChainDef, decision 0049).
+		runs = append(runs, run{name: "chain_over_outer_join", seed: 20261222, cases: 1})
 	}
 	deadline := time.Now().Add(*diffLongFor)
 	executed := 0
@@ -102,7 +105,8 @@ func TestDifferential(t *testing.T) {
 				everyday:  rand.New(rand.NewPCG(seed, seed^0x7c5e2a1d3b9f4e61)),
 				winjoin:   rand.New(rand.NewPCG(seed, seed^0x1b873593cc9e2d51)),
 				over:      rand.New(rand.NewPCG(seed, seed^0x94d049bb133111eb)),
-				setcount:  rand.New(rand.NewPCG(seed, seed^0x2c1b3c6d5e7f8091))}
+				setcount:  rand.New(rand.NewPCG(seed, seed^0x2c1b3c6d5e7f8091)),
+				nullchain: rand.New(rand.NewPCG(seed, seed^0x2127599bf4325c37))}
 			t.Logf("differential case %s: seed %d (replay: go test -run TestDifferential -seed %d; a divergence found becomes a line of testdata/difftest/regressions.txt)", r.name, seed, seed)
 			runDiffCase(t, e, c, g)
 			executed++
@@ -169,6 +173,9 @@ type diffGen struct {
 	// setcount draws whether a tree of set operations keeps duplicates
 	// by count (INTERSECT ALL, EXCEPT ALL; decision 0050): its own stream.
 	setcount *rand.Rand
+	// nullchain draws the readers of outer joins' targets, whose key may
+	// be NULL (decision 0049): its own stream too.
+	nullchain *rand.Rand
 }
 
 func (g *diffGen) pick(xs ...string) string { return xs[g.r.IntN(len(xs))] }
@@ -563,6 +570,9 @@ func (g *diffGen) def(i int, prior []diffDef) diffDef {
 			d.kind = "group"
 		}
 	case "chain":
+		if nd, ok := g.nullChainDef(d.name, prior); ok {
+			return nd
+		}
 		var readable []diffDef
 		for _, p := range prior {
 			// Chains over chains are left out: the generator does not
@@ -593,6 +603,40 @@ func (g *diffGen) def(i int, prior []diffDef) diffDef {
 		d.kind = "chain"
 	}
 	return d
+}
+
+// nullChainDef draws, from the nullchain stream only, half the time when
+// an outer join's target was defined before, an aggregate reading it
+// grouped by its second key column (NULL where the outer join left its
+// table out), or globally: a chain over a key that may be NULL (decision
+// 0049). Its recompute reads the upstream's target, itself compared with
+// its own recompute.
+func (g *diffGen) nullChainDef(name string, prior []diffDef) (diffDef, bool) {
+	if g.nullchain == nil || g.nullchain.IntN(2) == 0 {
+		return diffDef{}, false
+	}
+	var outer []diffDef
+	for _, p := range prior {
+		if p.kind == "leftjoin" && len(p.cols) > 2 {
+			outer = append(outer, p)
+		}
+	}
+	if len(outer) == 0 {
+		return diffDef{}, false
+	}
+	up := outer[g.nullchain.IntN(len(outer))]
+	key, last := up.cols[1], up.cols[len(up.cols)-1]
+	d := diffDef{name: name, kind: "chain"}
+	if g.nullchain.IntN(4) == 0 {
+		d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s u SELECT count(*) AS cnt, count(u.%s) AS nk", name, up.name, key)
+		d.cols = []string{"cnt", "nk"}
+		d.recompute = fmt.Sprintf("SELECT count(*), count(u.%s) FROM %s u", key, up.name)
+		return d, true
+	}
+	d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s u SELECT u.%s AS gk, count(*) AS cnt, count(u.%s) AS nl GROUP BY u.%s", name, up.name, key, last, key)
+	d.cols = []string{"gk", "cnt", "nl"}
+	d.recompute = fmt.Sprintf("SELECT u.%s, count(*), count(u.%s) FROM %s u GROUP BY u.%s", key, last, up.name, key)
+	return d, true
 }
 
 // windowDef draws, from the alt stream only, a window transform over a:
