@@ -246,5 +246,5 @@ func TestAggregatesOverCountedSetOperationsConverge(t *testing.T) {
 	require.Contains(t, err.Error(), "aggregates over a set operation")
 	_, err = c.Define(e.ctx, `TRANSFORM over_values FROM region_values SELECT n`)
 	require.Equal(t, trellis.CodeValidation, trellis.CodeOf(err))
-	require.Contains(t, err.Error(), "whose key column region reads public.sales.region, which may be NULL")
+	require.Contains(t, err.Error(), "reading public.region_values, whose key column region may be NULL, is not supported")
 }
