@@ -210,6 +210,12 @@ func TestAggregatesOverCountedSetOperationsConverge(t *testing.T) {
 		{Table: "public.sales", Columns: []string{"region"}, Role: trellis.RoleGroupBy, Fix: `CREATE INDEX ON "public"."sales" USING btree (region);`},
 		{Table: "public.refunds", Columns: []string{"region"}, Role: trellis.RoleGroupBy, Fix: `CREATE INDEX ON "public"."refunds" USING btree (region);`},
 	}, st.SourceIndexGaps, "a group's rows are found in every branch through its group column")
+	st, err = c.Status(e.ctx, "shared_mods")
+	require.NoError(t, err)
+	require.Equal(t, []trellis.SourceIndexGap{
+		{Table: "public.sales", Columns: []string{"amount OPERATOR(pg_catalog.%) 3"}, Role: trellis.RoleGroupBy, Fix: `CREATE INDEX ON "public"."sales" USING btree (((amount % 3)));`},
+		{Table: "public.refunds", Columns: []string{"amount OPERATOR(pg_catalog.%) 3"}, Role: trellis.RoleGroupBy, Fix: `CREATE INDEX ON "public"."refunds" USING btree (((amount % 3)));`},
+	}, st.SourceIndexGaps, "a GROUP BY output that is an expression wants its expression's index in each branch")
 	st, err = c.Status(e.ctx, "amounts_either")
 	require.NoError(t, err)
 	require.Equal(t, []string{"public.any_amount"}, st.Views)

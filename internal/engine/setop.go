@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"context"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -113,8 +114,12 @@ func setOpIndexes(spec plan.Spec) []neededIndex {
 		default:
 			// An aggregate over the rows: each branch's rows of a group
 			// are found by the branch's first GROUP BY output (none for
-			// a global aggregate, which reads every row).
-			if len(b.Units) == 0 || plainColumn.FindStringSubmatch(b.Units[0]) == nil {
+			// a global aggregate, which reads every row), a column or an
+			// expression over the branch's table, whose index serves the
+			// group's condition PostgreSQL pushes into the branch. A
+			// GROUP BY expression over outputs (a subquery of them here)
+			// has none the definition could name.
+			if len(b.Units) == 0 || strings.HasPrefix(b.Units[0], "(SELECT ") {
 				continue
 			}
 			expr = b.Units[0]
