@@ -94,7 +94,7 @@ var shapeCases = []shapeCase{
 		sources: []string{"public.orders"}, bad: "100 / (qty - 2) AS bad",
 		add: "status", drop: "running_total", chain: "t.id"},
 	{name: "top-k", stmt: "FROM orders SELECT id, price ORDER BY price DESC, id LIMIT 10",
-		sources: []string{"public.orders"}, bad: "100 / (qty - 2) AS bad",
+		sources: []string{"public.orders"}, gaps: []string{"public.orders(price DESC, id) order_by"}, bad: "100 / (qty - 2) AS bad",
 		add: "status", drop: "price", chain: "t.id"},
 	{name: "top-k per group", stmt: "FROM (SELECT id, customer_id, price, row_number() OVER (PARTITION BY customer_id ORDER BY price DESC, id) AS rn FROM orders) s SELECT * WHERE rn <= 3",
 		sources: []string{"public.orders"}, gaps: []string{"public.orders(customer_id) partition_by"}, bad: "100 / (s.qty - 2) AS bad",

@@ -65,6 +65,7 @@ const (
 	RolePartitionBy = trellistype.RolePartitionBy
 	RoleJoinFrom    = trellistype.RoleJoinFrom
 	RoleJoinJoined  = trellistype.RoleJoinJoined
+	RoleOrderBy     = trellistype.RoleOrderBy
 )
 
 // SourceIndexGap is a source index a GROUP BY or JOIN target needs and lacks.

@@ -185,6 +185,10 @@ const (
 	// RolePartitionBy serves a window's PARTITION BY (also top-k per
 	// group and DISTINCT ON): a change recomputes its partitions.
 	RolePartitionBy IndexRole = "partition_by"
+	// RoleOrderBy serves a global top-k's ORDER BY (ORDER BY ... LIMIT
+	// k over one table): its recompute reads the first k rows in that
+	// order, which an index of the same order (or its reverse) gives.
+	RoleOrderBy IndexRole = "order_by"
 )
 
 // SourceIndexGap is a source index a GROUP BY or JOIN target needs and lacks.

@@ -220,6 +220,14 @@ CROSS JOIN LATERAL (SELECT pg_get_indexdef(i.indexrelid, k.n, true) AS def OFFSE
 WHERE i.indrelid = to_regclass($1) AND i.indisvalid AND i.indnkeyatts >= $2::int AND i.indpred IS NULL
 GROUP BY i.indexrelid
 HAVING count(d.def) = count(*)`
+	// The leading n columns of every valid btree index of a table, each
+	// with its options (indoption: 1 DESC, 2 NULLS FIRST).
+	sqlIndexOrders = `
+SELECT array_agg(pg_get_indexdef(i.indexrelid, k.n, true) ORDER BY k.n), array_agg(i.indoption[k.n - 1] ORDER BY k.n)
+FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam AND a.amname = 'btree'
+CROSS JOIN generate_series(1, $2::int) AS k(n)
+WHERE i.indrelid = to_regclass($1) AND i.indisvalid AND i.indnkeyatts >= $2::int AND i.indpred IS NULL
+GROUP BY i.indexrelid`
 	// The planner's estimate of a table's rows, partitions included (0 for
 	// a table never analyzed or vacuumed).
 	sqlRowEstimate = `

@@ -29,6 +29,82 @@ type neededIndex struct {
 	gap   trellistype.SourceIndexGap
 	alias string
 	exprs []string
+	// order, for a global top-k's ORDER BY, is each expression's
+	// direction: the index must lead with exprs in this order, each
+	// column in it or every column reversed.
+	order []orderDir
+}
+
+// orderDir is the direction of an ORDER BY item.
+type orderDir struct{ desc, nullsFirst bool }
+
+// topKOrder is the ORDER BY of a global top-k over one table (a window
+// ranking the whole source by row_number() in that order): its items'
+// expressions as written, with their directions; nil for any other spec.
+func topKOrder(spec plan.Spec) ([]string, []orderDir, []string) {
+	const prefix = "row_number() OVER (ORDER BY "
+	w := spec.Window
+	if w == nil || len(w.Partition) > 0 || spec.SetOp != nil || spec.Join != nil || len(spec.Semis) > 0 {
+		return nil, nil, nil
+	}
+	rank := strings.TrimPrefix(w.Rank, "pg_catalog.")
+	if !strings.HasPrefix(rank, prefix) || !strings.HasSuffix(rank, ")") {
+		return nil, nil, nil
+	}
+	var exprs, written []string
+	var dirs []orderDir
+	for _, item := range splitTopLevel(strings.TrimSuffix(strings.TrimPrefix(rank, prefix), ")")) {
+		item = strings.TrimSpace(item)
+		up := strings.ToUpper(item)
+		var d orderDir
+		nulls := ""
+		switch {
+		case strings.HasSuffix(up, " NULLS FIRST"):
+			nulls, item = " NULLS FIRST", item[:len(item)-len(" NULLS FIRST")]
+		case strings.HasSuffix(up, " NULLS LAST"):
+			nulls, item = " NULLS LAST", item[:len(item)-len(" NULLS LAST")]
+		}
+		up = strings.ToUpper(item)
+		dir := ""
+		switch {
+		case strings.HasSuffix(up, " DESC"):
+			d.desc, dir, item = true, " DESC", item[:len(item)-len(" DESC")]
+		case strings.HasSuffix(up, " ASC"):
+			item = item[:len(item)-len(" ASC")]
+		}
+		// PostgreSQL's default: NULLS FIRST for DESC, LAST for ASC.
+		d.nullsFirst = nulls == " NULLS FIRST" || (d.desc && nulls == "")
+		item = strings.TrimSpace(item)
+		exprs = append(exprs, item)
+		dirs = append(dirs, d)
+		written = append(written, exprColumns([]string{item})[0]+dir+nulls)
+	}
+	return exprs, dirs, written
+}
+
+// splitTopLevel splits s at the commas outside parentheses and quotes.
+func splitTopLevel(s string) []string {
+	var out []string
+	depth, start := 0, 0
+	var quote rune
+	for i, r := range s {
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			}
+		case r == '\'' || r == '"':
+			quote = r
+		case r == '(':
+			depth++
+		case r == ')':
+			depth--
+		case r == ',' && depth == 0:
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, s[start:])
 }
 
 // neededIndexes lists the indexes a definition's maintenance relies on.
@@ -58,6 +134,9 @@ func neededIndexes(spec plan.Spec) []neededIndex {
 		// The table the PARTITION BY reads (over a join, recorded as the
 		// GROUP BY's).
 		needs = append(needs, neededIndex{alias: alias(spec.Sources()[spec.GroupPos()]), exprs: w.Partition})
+	}
+	if exprs, dirs, _ := topKOrder(spec); exprs != nil {
+		needs = append(needs, neededIndex{alias: alias(spec.Source), exprs: exprs, order: dirs})
 	}
 	sources := spec.Sources()
 	for _, j := range spec.JoinList() {
@@ -103,6 +182,9 @@ func gapsOf(spec plan.Spec) []trellistype.SourceIndexGap {
 	if w := spec.Window; w != nil && len(w.Partition) > 0 {
 		out = append(out, trellistype.SourceIndexGap{Table: table(spec.Sources()[spec.GroupPos()]), Columns: exprColumns(w.Partition), Role: trellistype.RolePartitionBy})
 	}
+	if _, _, written := topKOrder(spec); written != nil {
+		out = append(out, trellistype.SourceIndexGap{Table: table(spec.Source), Columns: written, Role: trellistype.RoleOrderBy})
+	}
 	sources := spec.Sources()
 	for _, j := range spec.JoinList() {
 		var from, joined []string
@@ -130,6 +212,9 @@ func gapsOf(spec plan.Spec) []trellistype.SourceIndexGap {
 		out[i].OptedOut = spec.WithoutSourceIndex
 		schema, name, _ := strings.Cut(out[i].Table, ".")
 		out[i].Fix = indexFixText(schema, name, out[i].Columns)
+		if out[i].Role == trellistype.RoleOrderBy {
+			out[i].Fix = orderFixText(schema, name, spec)
+		}
 	}
 	return out
 }
@@ -223,6 +308,17 @@ func (e *Engine) IndexGaps(ctx context.Context, q catalog.Querier, spec plan.Spe
 		}
 		seen[k] = true
 		schema, name, _ := strings.Cut(g.Table, ".")
+		if need.order != nil {
+			missing, fix, err := e.orderGap(ctx, q, schema, name, need)
+			if err != nil {
+				return nil, err
+			}
+			if missing {
+				g.Fix = cmp.Or(fix, g.Fix)
+				gaps = append(gaps, g)
+			}
+			continue
+		}
 		leads, err := indexLeads(ctx, q, ident.Qualified(schema, name), len(g.Columns))
 		if err != nil {
 			return nil, err
@@ -279,11 +375,17 @@ func (e *Engine) IndexGaps(ctx context.Context, q catalog.Querier, spec plan.Spe
 // refusing a temporary table, say) is the text written from the
 // definition. Results are cached by table and expressions.
 func (e *Engine) indexFix(ctx context.Context, table plan.Source, alias string, exprs []string, written string) (string, string, []string) {
+	return e.indexFixOrdered(ctx, table, alias, exprs, nil, written)
+}
+
+// indexFixOrdered is indexFix with each expression's index options
+// (suffixes[i], as " DESC NULLS LAST"; none when nil).
+func (e *Engine) indexFixOrdered(ctx context.Context, table plan.Source, alias string, exprs, suffixes []string, written string) (string, string, []string) {
 	type fix struct {
 		fix, noFix string
 		leads      []string
 	}
-	key := table.Schema + "\x00" + table.Table + "\x00" + alias + "\x00" + strings.Join(exprs, "\x00")
+	key := table.Schema + "\x00" + table.Table + "\x00" + alias + "\x00" + strings.Join(exprs, "\x00") + "\x00" + strings.Join(suffixes, "\x00")
 	if f, ok := e.indexFixes.Load(key); ok {
 		return f.(fix).fix, f.(fix).noFix, slices.Clone(f.(fix).leads)
 	}
@@ -291,6 +393,9 @@ func (e *Engine) indexFix(ctx context.Context, table plan.Source, alias string, 
 	parts := make([]string, len(exprs))
 	for i, x := range exprs {
 		parts[i] = "(" + x + ")"
+		if i < len(suffixes) {
+			parts[i] += suffixes[i]
+		}
 	}
 	var def string
 	err := pgx.BeginFunc(ctx, e.Pool, func(tx pgx.Tx) error {
