@@ -161,14 +161,16 @@ func (r *reducer) add(c Change) {
 	b := appendKeyID(r.buf[:0], c)
 	nkey := len(b)
 	if c.Vals != nil {
+		// The old values as the key's parts: a 0, then n for a NULL or v
+		// and the text, so no two lists of old values share an identity.
 		b = append(b, 1)
 		for _, v := range c.Vals {
 			if v == nil {
-				b = append(b, 0, 'N')
-			} else {
-				b = append(b, *v...)
+				b = append(b, 0, 'n')
+				continue
 			}
-			b = append(b, 0)
+			b = append(b, 0, 'v')
+			b = append(b, *v...)
 		}
 	}
 	r.buf = b
