@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/trellis-pg/trellis/internal/ident"
 	"github.com/trellis-pg/trellis/internal/plan"
 )
 
@@ -27,6 +28,12 @@ func (e *Engine) fitPartials(ctx context.Context, tx pgx.Tx, tgt plan.Target, sp
 	if ps == nil {
 		return nil
 	}
+	var rows float64
+	src := spec.Source
+	if err := tx.QueryRow(ctx, sqlSourceRows, ident.Qualified(src.Schema, src.Table)).Scan(&rows); err != nil {
+		return fmt.Errorf("reading the size of %s.%s: %w", src.Schema, src.Table, err)
+	}
+	ps.Shift = plan.ShiftFor(rows)
 	sp := *spec
 	sp.Partials = ps
 	pl := &plan.Plan{Target: tgt, Spec: sp}

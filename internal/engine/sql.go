@@ -141,6 +141,11 @@ WHERE id = $1`
 SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
 WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped
 ORDER BY attnum`
+	// sqlSourceRows is the planner's estimate of a table's rows (-1
+	// before it was first analyzed or vacuumed): the partials' range size
+	// is chosen from it (decision 0051).
+	sqlSourceRows = `SELECT c.reltuples::float8 FROM pg_catalog.pg_class AS c WHERE c.oid = pg_catalog.to_regclass($1)`
+
 	sqlTargetTypes = `
 SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
 WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped`

@@ -16,9 +16,12 @@ import (
 // is dropped at commit. Three statements, as ShapeResync's two: the last
 // one writes the target.
 func (p *Plan) ScratchBuild(scratch string) []string {
+	if p.Partial() {
+		return p.partialResync() // its partials are its scratch
+	}
 	tmp := "pg_temp." + ident.Quote(scratch)
 	return []string{
-		p.invalidatePartials("DELETE FROM " + p.Target.Quoted()),
+		"DELETE FROM " + p.Target.Quoted(),
 		fmt.Sprintf("CREATE TEMPORARY TABLE %s ON COMMIT DROP AS %s", tmp, p.shapeQuery()),
 		fmt.Sprintf("INSERT INTO %s (%s) SELECT * FROM %s", p.Target.Quoted(), ident.List(p.columnNamesShape()), tmp),
 	}

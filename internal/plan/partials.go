@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -62,12 +63,26 @@ type PartialExpr struct {
 // GlobalKeyText is GlobalKey as the key's text.
 const GlobalKeyText = "all"
 
-// PartialsShift is the size of a key range, 2^10 keys: about 1,000 source
-// rows a range, 1,000 ranges at 1M rows.
-const PartialsShift = 10
+// PartialsShift is the size of a key range, 2^8 keys, when the source's
+// size is not known.
+const PartialsShift = 8
+
+// ShiftFor is the size of a key range (2^shift keys) for a source of
+// about rows rows: a page of k changed keys reads about k·2^shift source
+// rows through the key index and rows/2^shift partials rows. Measured at
+// 1M rows, ten changed keys a page: 22 ms a page with 2^10, 12 ms with
+// 2^8, 8 ms with 2^7, so sqrt(rows)/4 (2^7 at 1M, 2^9 at 10M), between
+// 2^6 and 2^12. An unknown size (rows < 0) gets PartialsShift.
+func ShiftFor(rows float64) int {
+	if rows < 0 {
+		return PartialsShift
+	}
+	s := int(math.Floor(math.Log2(math.Sqrt(rows) / 4)))
+	return min(max(s, 6), 12)
+}
 
 // PartialsMeta is the range of the row saying which parts the partials
-// table is complete for: below every key >> PartialsShift of a bigint.
+// table is complete for: below every bigint key >> 6 (ShiftFor's least).
 const PartialsMeta = "'-9223372036854775808'::pg_catalog.int8"
 
 // integerKey are the key types whose values fall into ranges by a shift.
@@ -274,15 +289,6 @@ func (p *Plan) DropPartials() string {
 	return "DROP TABLE IF EXISTS " + p.PartialsTable()
 }
 
-// invalidatePartials prefixes the statement that empties a whole target
-// with the emptying of its partials, which the next page fills again.
-func (p *Plan) invalidatePartials(stmt string) string {
-	if !p.Partial() {
-		return stmt
-	}
-	return "WITH trellis_partials AS (DELETE FROM " + p.PartialsTable() + ") " + stmt
-}
-
 // partialsComplete is the condition that the partials table is complete
 // for the parts this plan computes.
 func (p *Plan) partialsComplete() string {
@@ -346,7 +352,7 @@ func (p *Plan) total(i int) string {
 
 // partialGroups are, for the keyed recompute of a global aggregate
 // through partials ($1: the ranges changed, as text, or GlobalKey for
-// every range), the CTEs of the page's ranges (g) and their fresh partials
+// every range, which the fill before it recomputed), the CTEs of the page's ranges (g) and their fresh partials
 // (np) and of every range's partials (allp: the table's, but the page's
 // ranges, whose are np's), the condition selecting the target's row, and
 // the definition's row computed from allp.
@@ -355,12 +361,21 @@ func (p *Plan) partialGroups() (pre, rows, query string) {
 	t := p.PartialsTable()
 	key := p.srcKey()[0]
 	width := int64(1)<<ps.Shift - 1
-	// The one group's key stands for every range of the source.
-	pre = fmt.Sprintf("g AS (SELECT u.r::pg_catalog.int8 AS r FROM pg_catalog.unnest($1::text[]) AS u(r) WHERE u.r <> %s UNION SELECT %s FROM %s WHERE %s = ANY ($1::text[])), "+
+	// The one group's key (GlobalKey) names no range: the statements
+	// before this one refilled every range's partials for it.
+	pre = fmt.Sprintf("g AS (SELECT DISTINCT u.r::pg_catalog.int8 AS r FROM pg_catalog.unnest($1::text[]) AS u(r) WHERE u.r <> %s), "+
 		"np AS (SELECT g.r AS trellis_range, x.* FROM g CROSS JOIN LATERAL (SELECT %s FROM %s WHERE %s BETWEEN g.r << %d AND (g.r << %d) + %d%s) AS x), "+
 		"allp AS (SELECT %s FROM %s WHERE trellis_range <> %s AND trellis_range <> ALL (ARRAY(SELECT g.r FROM g)) UNION ALL SELECT %s FROM np)",
-		GlobalKey, p.rangeOf(), p.from(), GlobalKey, p.partsSelect(), p.from(), key, ps.Shift, ps.Shift, width, whereAnd(p.Spec.Where),
+		GlobalKey, p.partsSelect(), p.from(), key, ps.Shift, ps.Shift, width, whereAnd(p.Spec.Where),
 		p.partCols(), t, PartialsMeta, p.partCols())
+	rows = "cardinality($1::text[]) > 0"
+	return pre, rows, p.totalsQuery(rows)
+}
+
+// totalsQuery is the definition's row computed from the partials rows of
+// allp, when cond holds (and HAVING).
+func (p *Plan) totalsQuery(cond string) string {
+	ps := p.Spec.Partials
 	totals := make([]string, len(ps.Calls))
 	for i := range ps.Calls {
 		totals[i] = fmt.Sprintf("%s AS trellis_a%d", p.total(i), i+1)
@@ -373,13 +388,30 @@ func (p *Plan) partialGroups() (pre, rows, query string) {
 		}
 		sel[i] = e + " AS " + ident.Quote(c.Name)
 	}
-	rows = "cardinality($1::text[]) > 0"
-	cond := rows
 	if ps.Having.Expr != "" {
 		cond += " AND (" + ps.Having.Expr + ")"
 	}
-	query = fmt.Sprintf("SELECT %s FROM (SELECT %s FROM allp AS x) AS trellis_t WHERE %s", strings.Join(sel, ", "), strings.Join(totals, ", "), cond)
-	return pre, rows, query
+	return fmt.Sprintf("SELECT %s FROM (SELECT %s FROM allp AS x) AS trellis_t WHERE %s", strings.Join(sel, ", "), strings.Join(totals, ", "), cond)
+}
+
+// partialResync re-derives a global aggregate kept through partials: the
+// partials emptied with the target, filled again from the whole source
+// (one GROUP BY by range, and the meta row), then the target's row taken
+// from them, so that the first page after a build or a TRUNCATE finds them
+// complete. No parameters; the last statement writes the target.
+func (p *Plan) partialResync() []string {
+	t := p.PartialsTable()
+	var nulls []string
+	for range p.Spec.Partials.Parts {
+		nulls = append(nulls, "NULL")
+	}
+	return []string{
+		"WITH trellis_partials AS (DELETE FROM " + t + ") DELETE FROM " + p.Target.Quoted(),
+		fmt.Sprintf("INSERT INTO %s (trellis_range, trellis_fp, %s) SELECT %s, NULL, %s FROM %s%s GROUP BY 1 UNION ALL SELECT %s, %s, %s",
+			t, p.partCols(), p.rangeOf(), p.partsSelect(), p.from(), p.where(), PartialsMeta, ident.Literal(p.partialsMask()), strings.Join(nulls, ", ")),
+		fmt.Sprintf("WITH allp AS (SELECT %s FROM %s WHERE trellis_range <> %s) INSERT INTO %s (%s) %s",
+			p.partCols(), t, PartialsMeta, p.Target.Quoted(), ident.List(p.columnNamesShape()), p.totalsQuery("true")),
+	}
 }
 
 // partialRecompute is the keyed recompute of a global aggregate through

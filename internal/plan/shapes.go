@@ -260,8 +260,11 @@ func (p *Plan) KeyNotNull() string {
 // ShapeResync re-derives a whole join or aggregate target: it deletes every
 // row and inserts the definition's result. No parameters.
 func (p *Plan) ShapeResync() []string {
+	if p.Partial() {
+		return p.partialResync()
+	}
 	return []string{
-		p.invalidatePartials("DELETE FROM " + p.Target.Quoted()),
+		"DELETE FROM " + p.Target.Quoted(),
 		fmt.Sprintf("INSERT INTO %s (%s) %s", p.Target.Quoted(), ident.List(p.columnNamesShape()), p.shapeQuery()),
 	}
 }
@@ -587,9 +590,9 @@ func (p *Plan) groupsParts(withNulls bool) (groups, query string) {
 // groups' rows of the target (alias t) and the definition's query for the
 // groups.
 func (p *Plan) groupsStatements(withNulls bool) (groups, rows, query string) {
-	if p.Partial() {
-		return p.partialGroups()
-	}
+	// A global aggregate kept through partials is evaluated (EvalKeys)
+	// over the whole source, as its one group's key (the key its careful
+	// path and samples use) says.
 	if p.oneUnit() {
 		// The one group, of no columns: every row of the source. Its key
 		// parameter (see KeyParams) says whether it is to be recomputed.
