@@ -354,7 +354,8 @@ func (p *Plan) total(i int) string {
 // through partials ($1: the ranges changed, as text, or GlobalKey for
 // every range, which the fill before it recomputed), the CTEs of the page's ranges (g) and their fresh partials
 // (np) and of every range's partials (allp: the table's, but the page's
-// ranges, whose are np's), the condition selecting the target's row, and
+// ranges, whose are np's; an anti-join, not <> ALL, which compares every
+// range with every page's range), the condition selecting the target's row, and
 // the definition's row computed from allp.
 func (p *Plan) partialGroups() (pre, rows, query string) {
 	ps := p.Spec.Partials
@@ -365,7 +366,7 @@ func (p *Plan) partialGroups() (pre, rows, query string) {
 	// before this one refilled every range's partials for it.
 	pre = fmt.Sprintf("g AS (SELECT DISTINCT u.r::pg_catalog.int8 AS r FROM pg_catalog.unnest($1::text[]) AS u(r) WHERE u.r <> %s), "+
 		"np AS (SELECT g.r AS trellis_range, x.* FROM g CROSS JOIN LATERAL (SELECT %s FROM %s WHERE %s BETWEEN g.r << %d AND (g.r << %d) + %d%s) AS x), "+
-		"allp AS (SELECT %s FROM %s WHERE trellis_range <> %s AND trellis_range <> ALL (ARRAY(SELECT g.r FROM g)) UNION ALL SELECT %s FROM np)",
+		"allp AS (SELECT %s FROM %s AS o WHERE o.trellis_range <> %s AND NOT EXISTS (SELECT FROM g WHERE g.r = o.trellis_range) UNION ALL SELECT %s FROM np)",
 		GlobalKey, p.partsSelect(), p.from(), key, ps.Shift, ps.Shift, width, whereAnd(p.Spec.Where),
 		p.partCols(), t, PartialsMeta, p.partCols())
 	rows = "cardinality($1::text[]) > 0"
