@@ -36,9 +36,10 @@ var readmeShapes = []string{
 }
 
 // docsExamples returns README.md's table of shapes (shape name to example)
-// and the examples of docs/shapes.md (its indented blocks that start with
-// TRANSFORM; a line indented further continues the statement).
-func docsExamples(t *testing.T) (readme map[string]string, shapes []string) {
+// and the examples of docs/shapes.md by indented block (lines that start
+// with TRANSFORM; a line indented further continues the statement): a
+// block's later statements may read its earlier ones' targets.
+func docsExamples(t *testing.T) (readme map[string]string, shapes [][]string) {
 	t.Helper()
 	raw, err := os.ReadFile("README.md")
 	require.NoError(t, err)
@@ -48,22 +49,33 @@ func docsExamples(t *testing.T) (readme map[string]string, shapes []string) {
 	}
 	raw, err = os.ReadFile("docs/shapes.md")
 	require.NoError(t, err)
+	var block []string
 	cur := ""
 	for _, line := range strings.Split(string(raw), "\n") {
 		switch {
 		case strings.HasPrefix(line, "    TRANSFORM "):
 			if cur != "" {
-				shapes = append(shapes, cur)
+				block = append(block, cur)
 			}
 			cur = strings.TrimSpace(line)
 		case cur != "" && strings.HasPrefix(line, "      "):
 			cur += " " + strings.TrimSpace(line)
 		default:
 			if cur != "" {
-				shapes = append(shapes, cur)
+				block = append(block, cur)
 			}
 			cur = ""
+			if block != nil {
+				shapes = append(shapes, block)
+			}
+			block = nil
 		}
+	}
+	if cur != "" {
+		block = append(block, cur)
+	}
+	if block != nil {
+		shapes = append(shapes, block)
 	}
 	return readme, shapes
 }
@@ -89,23 +101,44 @@ func TestDocsExamplesAreAccepted(t *testing.T) {
 	// table's name (TRANSFORM regions ...). Each is dropped after its
 	// check, since examples share target names.
 	c := e.connect(trellis.Options{TargetSchema: "docs"})
-	check := func(where, stmt string) {
+	// check defines a block's statements in order (one reading another's
+	// target is a chain), then drops their targets, the last first.
+	check := func(where string, block []string) {
 		t.Helper()
-		target, err := c.Define(e.ctx, stmt)
-		if err != nil {
-			t.Errorf("%s: %s: %v", where, stmt, err)
-			return
+		var targets []string
+		defer func() {
+			for i := len(targets) - 1; i >= 0; i-- {
+				_, err := c.Apply(e.ctx, "DROP TRANSFORM "+targets[i])
+				require.NoError(t, err, "%s: %s", where, targets[i])
+			}
+		}()
+		for _, stmt := range block {
+			// Examples of one block may share a target name: the
+			// earlier one is dropped first.
+			name := "docs." + strings.Fields(stmt)[1]
+			for i, t := range targets {
+				if t == name {
+					_, err := c.Apply(e.ctx, "DROP TRANSFORM "+t)
+					require.NoError(e.t, err, "%s: %s", where, t)
+					targets = append(targets[:i], targets[i+1:]...)
+					break
+				}
+			}
+			target, err := c.Define(e.ctx, stmt)
+			if err != nil {
+				t.Errorf("%s: %s: %v", where, stmt, err)
+				return
+			}
+			targets = append(targets, target)
+			require.True(t, strings.HasPrefix(target, "docs."), target)
+			cols := e.rows(`SELECT count(*) FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped`, target)
+			require.NotEqual(t, "0", cols[0][0], "%s: %s", where, stmt)
 		}
-		require.True(t, strings.HasPrefix(target, "docs."), target)
-		cols := e.rows(`SELECT count(*) FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped`, target)
-		require.NotEqual(t, "0", cols[0][0], "%s: %s", where, stmt)
-		_, err = c.Apply(e.ctx, "DROP TRANSFORM "+target)
-		require.NoError(t, err, "%s: %s", where, stmt)
 	}
 	for shape, stmt := range readme {
-		check("README.md, "+shape, stmt)
+		check("README.md, "+shape, []string{stmt})
 	}
-	for _, stmt := range shapes {
-		check("docs/shapes.md", stmt)
+	for _, block := range shapes {
+		check("docs/shapes.md", block)
 	}
 }
