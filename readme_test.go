@@ -116,10 +116,10 @@ func TestDocsExamplesAreAccepted(t *testing.T) {
 			// Examples of one block may share a target name: the
 			// earlier one is dropped first.
 			name := "docs." + strings.Fields(stmt)[1]
-			for i, t := range targets {
-				if t == name {
-					_, err := c.Apply(e.ctx, "DROP TRANSFORM "+t)
-					require.NoError(e.t, err, "%s: %s", where, t)
+			for i, held := range targets {
+				if held == name {
+					_, err := c.Apply(e.ctx, "DROP TRANSFORM "+held)
+					require.NoError(t, err, "%s: %s", where, held)
 					targets = append(targets[:i], targets[i+1:]...)
 					break
 				}
