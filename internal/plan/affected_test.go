@@ -18,15 +18,12 @@ import (
 // scans the index named, how many times it ran.
 func indexLoops(node map[string]any, index string) []float64 {
 	var out []float64
-	if n, ok := node["Index Name"].(string); ok && n == index {
-		loops, _ := node["Actual Loops"].(float64)
-		out = append(out, loops)
-	}
-	if subs, ok := node["Plans"].([]any); ok {
-		for _, s := range subs {
-			out = append(out, indexLoops(s.(map[string]any), index)...)
+	eachPlanNode(node, func(n map[string]any) {
+		if name, ok := n["Index Name"].(string); ok && name == index {
+			loops, _ := n["Actual Loops"].(float64)
+			out = append(out, loops)
 		}
-	}
+	})
 	return out
 }
 

@@ -16,14 +16,11 @@ import (
 // indexScans lists the indexes a JSON plan's nodes scan.
 func indexScans(node map[string]any) []string {
 	var out []string
-	if n, ok := node["Index Name"].(string); ok {
-		out = append(out, n)
-	}
-	if subs, ok := node["Plans"].([]any); ok {
-		for _, s := range subs {
-			out = append(out, indexScans(s.(map[string]any))...)
+	eachPlanNode(node, func(n map[string]any) {
+		if name, ok := n["Index Name"].(string); ok {
+			out = append(out, name)
 		}
-	}
+	})
 	return out
 }
 

@@ -24,16 +24,13 @@ func TestMain(m *testing.M) { os.Exit(testsupport.Main(m)) }
 // keys costs n² (an index condition evaluates its array once).
 func arrayFilters(node map[string]any) []string {
 	var out []string
-	for _, k := range []string{"Filter", "Join Filter"} {
-		if f, ok := node[k].(string); ok && strings.Contains(f, "ANY (($") {
-			out = append(out, fmt.Sprintf("%s %s: %s", node["Node Type"], k, f))
+	eachPlanNode(node, func(n map[string]any) {
+		for _, k := range []string{"Filter", "Join Filter"} {
+			if f, ok := n[k].(string); ok && strings.Contains(f, "ANY (($") {
+				out = append(out, fmt.Sprintf("%s %s: %s", n["Node Type"], k, f))
+			}
 		}
-	}
-	if subs, ok := node["Plans"].([]any); ok {
-		for _, s := range subs {
-			out = append(out, arrayFilters(s.(map[string]any))...)
-		}
-	}
+	})
 	return out
 }
 
@@ -162,14 +159,11 @@ func TestGlobalTopKRecomputeKnowsItsRows(t *testing.T) {
 // seqScans lists the relations a JSON plan reads whole.
 func seqScans(node map[string]any) []string {
 	var out []string
-	if node["Node Type"] == "Seq Scan" {
-		out = append(out, fmt.Sprint(node["Relation Name"]))
-	}
-	if subs, ok := node["Plans"].([]any); ok {
-		for _, s := range subs {
-			out = append(out, seqScans(s.(map[string]any))...)
+	eachPlanNode(node, func(n map[string]any) {
+		if n["Node Type"] == "Seq Scan" {
+			out = append(out, fmt.Sprint(n["Relation Name"]))
 		}
-	}
+	})
 	return out
 }
 

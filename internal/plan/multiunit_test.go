@@ -27,20 +27,18 @@ type planWork struct {
 
 // planNodes lists every node of a JSON plan, its subplans included.
 func planNodes(node map[string]any) []planWork {
-	num := func(k string) float64 {
-		f, _ := node[k].(float64)
-		return f
-	}
-	loops := num("Actual Loops")
-	rel, _ := node["Relation Name"].(string)
-	typ, _ := node["Node Type"].(string)
-	out := []planWork{{node: typ, relation: rel, loops: loops,
-		rows: num("Actual Rows") * loops, joinFilt: num("Rows Removed by Join Filter") * loops, filtered: num("Rows Removed by Filter") * loops}}
-	if subs, ok := node["Plans"].([]any); ok {
-		for _, s := range subs {
-			out = append(out, planNodes(s.(map[string]any))...)
+	var out []planWork
+	eachPlanNode(node, func(n map[string]any) {
+		num := func(k string) float64 {
+			f, _ := n[k].(float64)
+			return f
 		}
-	}
+		loops := num("Actual Loops")
+		rel, _ := n["Relation Name"].(string)
+		typ, _ := n["Node Type"].(string)
+		out = append(out, planWork{node: typ, relation: rel, loops: loops,
+			rows: num("Actual Rows") * loops, joinFilt: num("Rows Removed by Join Filter") * loops, filtered: num("Rows Removed by Filter") * loops})
+	})
 	return out
 }
 

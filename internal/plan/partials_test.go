@@ -19,14 +19,11 @@ import (
 // failed runs no loop).
 func ranSeqScans(node map[string]any) []string {
 	var out []string
-	if loops, _ := node["Actual Loops"].(float64); node["Node Type"] == "Seq Scan" && loops > 0 {
-		out = append(out, fmt.Sprint(node["Relation Name"]))
-	}
-	if subs, ok := node["Plans"].([]any); ok {
-		for _, s := range subs {
-			out = append(out, ranSeqScans(s.(map[string]any))...)
+	eachPlanNode(node, func(n map[string]any) {
+		if loops, _ := n["Actual Loops"].(float64); n["Node Type"] == "Seq Scan" && loops > 0 {
+			out = append(out, fmt.Sprint(n["Relation Name"]))
 		}
-	}
+	})
 	return out
 }
 
