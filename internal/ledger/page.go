@@ -138,9 +138,14 @@ func appendKeyID(b []byte, c Change) []byte {
 	if c.Key == nil {
 		b = append(b, 2) // a TRUNCATE
 	}
-	// Each part is a 0 (no text holds one), then v and its text, or n
-	// for a NULL part: no two keys share an identity.
-	for _, k := range c.Key {
+	return AppendKey(b, c.Key)
+}
+
+// AppendKey appends the identity of a key's parts to b: each part is a 0
+// (no text holds one), then v and its text, or n for a NULL part, so no
+// two keys share an identity.
+func AppendKey(b []byte, key []*string) []byte {
+	for _, k := range key {
 		if k == nil {
 			b = append(b, 0, 'n')
 			continue

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -55,16 +54,7 @@ func (wk *Set) Locks(schema string) []int64 {
 
 // Add adds a key, in the bucket its ledger row (or affected-keys query) gave.
 func (wk *Set) Add(key []*string, bucket int) {
-	var b strings.Builder
-	for _, v := range key {
-		if v == nil {
-			b.WriteString("\x00N")
-		} else {
-			b.WriteString(*v)
-		}
-		b.WriteByte(0)
-	}
-	wk.keys[b.String()] = key
+	wk.keys[string(ledger.AppendKey(nil, key))] = key
 	wk.buckets[bucket] = true
 }
 
@@ -83,7 +73,8 @@ func (wk *Set) whole() {
 		return
 	}
 	clear(wk.keys)
-	wk.keys[plan.GlobalKeyText+"\x00"] = wholeKey()
+	k := wholeKey()
+	wk.keys[string(ledger.AppendKey(nil, k))] = k
 }
 
 // keyList is the work's keys, in a stable order.
