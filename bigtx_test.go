@@ -36,7 +36,7 @@ func TestOneHugeTransactionDrainsInBoundedPages(t *testing.T) {
 		require.NoError(t, err, d.stmt)
 	}
 	for _, d := range shapes {
-		e.pollStatus(c, d.target, 3*time.Minute, 50*time.Millisecond, d.target+" did not go live",
+		e.pollStatus(c, d.target, stateWaitCap, 50*time.Millisecond, d.target+" did not go live",
 			func(st *trellis.Status) bool { return st.State == trellis.StateLive })
 	}
 	inst := e.instanceLabel("trellis")

@@ -14,7 +14,7 @@ import (
 // failure of kind capture detected after since, and returns it.
 func (e *env) waitCaptureFailure(c *trellis.Client, target string, since time.Time) *trellis.Status {
 	e.t.Helper()
-	return e.pollStatus(c, target, 30*time.Second, 10*time.Millisecond,
+	return e.pollStatus(c, target, stateWaitCap, 10*time.Millisecond,
 		target+" was not paused with a capture failure", func(st *trellis.Status) bool {
 			return st.State == trellis.StatePaused && st.CaptureFailure != nil &&
 				st.CaptureFailure.Kind == trellis.CaptureFailureCapture && st.CaptureFailure.DetectedAt.After(since)

@@ -239,7 +239,7 @@ func TestBuildCursorNeverRunsACastPlantedOnAnArrayKeyType(t *testing.T) {
 BEGIN RAISE EXCEPTION 'held' USING ERRCODE = '55000'; END $$`)
 	e.exec(`CREATE TRIGGER hold BEFORE INSERT ON big_ratio FOR EACH ROW WHEN (NEW.id > 60000) EXECUTE FUNCTION hold()`)
 	builder := e.connect(trellis.Options{Staging: true, DrainWorkers: 1})
-	e.pollStatus(builder, "big_ratio", 60*time.Second, 10*time.Millisecond, "the build did not stop at its hold",
+	e.pollStatus(builder, "big_ratio", stateWaitCap, 10*time.Millisecond, "the build did not stop at its hold",
 		func(st *trellis.Status) bool { return st.BackfillFailure != nil })
 	require.NoError(t, builder.Close())
 	st := e.rows(`SELECT state, build_cursor IS NOT NULL FROM trellis.transforms`)[0]

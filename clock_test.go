@@ -84,7 +84,7 @@ func TestClockDependentDefinitionsAreRefused(t *testing.T) {
 // eventually polls cond until it holds, failing the test after a minute.
 func (e *env) eventually(what string, cond func() bool) {
 	e.t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(stateWaitCap)
 	for !cond() {
 		if time.Now().After(deadline) {
 			e.t.Fatalf("timed out waiting until %s", what)

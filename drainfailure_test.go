@@ -13,7 +13,7 @@ import (
 // waitDrainFailure polls Status until ok accepts its DrainFailure.
 func (e *env) waitDrainFailure(c *trellis.Client, target string, ok func(*trellis.DrainFailure) bool) *trellis.Status {
 	e.t.Helper()
-	return e.pollStatus(c, target, 60*time.Second, 20*time.Millisecond,
+	return e.pollStatus(c, target, stateWaitCap, 20*time.Millisecond,
 		target+": the drain failure never got where the test waits",
 		func(st *trellis.Status) bool { return ok(st.DrainFailure) })
 }

@@ -99,10 +99,15 @@ func (e *env) pollStatus(c *trellis.Client, target string, within, every time.Du
 	return nil
 }
 
+// stateWaitCap bounds how long a test waits for a state it polls for: a
+// loaded machine (2 shared cores) can take far longer than usual to build,
+// pause or resume, and the wait returns as soon as the state holds.
+const stateWaitCap = 3 * time.Minute
+
 // waitState polls Status until target reaches state.
 func (e *env) waitState(c *trellis.Client, target string, state trellis.State) *trellis.Status {
 	e.t.Helper()
-	return e.pollStatus(c, target, 60*time.Second, 10*time.Millisecond,
+	return e.pollStatus(c, target, stateWaitCap, 10*time.Millisecond,
 		fmt.Sprintf("%s did not reach %s", target, state), func(st *trellis.Status) bool { return st.State == state })
 }
 
@@ -245,6 +250,6 @@ func (e *env) assertMatches(target, recompute string) {
 func (e *env) waitCorrecting(c *trellis.Client, target string) *trellis.Status {
 	e.t.Helper()
 	// Corrections are short-lived: poll often so as not to miss them.
-	return e.pollStatus(c, target, 30*time.Second, 2*time.Millisecond,
+	return e.pollStatus(c, target, stateWaitCap, 2*time.Millisecond,
 		target+" never listed a correction", func(st *trellis.Status) bool { return len(st.Correcting) > 0 })
 }

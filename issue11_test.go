@@ -278,7 +278,7 @@ func TestShapesFirstClass(t *testing.T) {
 	}
 	e.converge(c)
 	for i, s := range shapeCases {
-		e.pollStatus(c, target(i), 60*time.Second, 20*time.Millisecond, s.name+" did not come back live with every column",
+		e.pollStatus(c, target(i), stateWaitCap, 20*time.Millisecond, s.name+" did not come back live with every column",
 			func(st *trellis.Status) bool { return st.State == trellis.StateLive && len(st.BackfillingColumns) == 0 })
 		requireConsistent(t, s.name, e.selfCheck(c, target(i), trellis.SelfCheckStrict))
 	}

@@ -14,7 +14,7 @@ import (
 // waitStatus polls Status until ok accepts it, and returns it.
 func (e *env) waitStatus(c *trellis.Client, target string, ok func(*trellis.Status) bool) *trellis.Status {
 	e.t.Helper()
-	return e.pollStatus(c, target, 60*time.Second, 10*time.Millisecond,
+	return e.pollStatus(c, target, stateWaitCap, 10*time.Millisecond,
 		"the status of "+target+" never got where the test waits", ok)
 }
 

@@ -317,7 +317,7 @@ func TestQuarantineShapesUnderConcurrentWrites(t *testing.T) {
 	convergeRetrying(e, c)
 	convergeRetrying(e, other)
 	for _, s := range quarantineShapes {
-		e.pollStatus(c, s.name, 60*time.Second, 20*time.Millisecond, s.name+" did not come back live with every column",
+		e.pollStatus(c, s.name, stateWaitCap, 20*time.Millisecond, s.name+" did not come back live with every column",
 			func(st *trellis.Status) bool { return st.State == trellis.StateLive && len(st.BackfillingColumns) == 0 })
 		cols := s.cols
 		if s.heldKey == "" {

@@ -87,7 +87,7 @@ func TestWritesSurviveDamagedCurrentSegment(t *testing.T) {
 			}
 			e.eventually("the staging worker put the segment back", func() bool { return e.segmentAttached(seg) })
 			for _, target := range []string{"by_g", "proj"} {
-				e.pollStatus(c, target, time.Minute, 10*time.Millisecond, target+" was not re-derived", func(st *trellis.Status) bool {
+				e.pollStatus(c, target, stateWaitCap, 10*time.Millisecond, target+" was not re-derived", func(st *trellis.Status) bool {
 					return st.State == trellis.StateLive && st.Since.After(damaged)
 				})
 			}
