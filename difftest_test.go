@@ -29,7 +29,10 @@ import (
 // partitioned sources; and, from difftest_everyday_test.go, HAVING, SELECT
 // DISTINCT, aggregates without GROUP BY, comma joins and USING; from
 // difftest_setopover_test.go, statements over a UNION ALL in a CTE or
-// derived table), over
+// derived table; from difftest_forms_test.go, UNION ALL of aggregating
+// branches, parenthesized joins, statements over UNION, INTERSECT and
+// EXCEPT with or without ALL, and aggregates over the nullable keys of
+// the first two), over
 // columns of many types, driven by random DML
 // (multi-row statements, key changes, NULLs, TRUNCATE, rollbacks) while the
 // workers' connections are killed at random. After convergence every target
@@ -106,7 +109,10 @@ func TestDifferential(t *testing.T) {
 				winjoin:   rand.New(rand.NewPCG(seed, seed^0x1b873593cc9e2d51)),
 				over:      rand.New(rand.NewPCG(seed, seed^0x94d049bb133111eb)),
 				setcount:  rand.New(rand.NewPCG(seed, seed^0x2c1b3c6d5e7f8091)),
-				nullchain: rand.New(rand.NewPCG(seed, seed^0x2127599bf4325c37))}
+				nullchain: rand.New(rand.NewPCG(seed, seed^0x2127599bf4325c37)),
+				unionagg:  rand.New(rand.NewPCG(seed, seed^0x6a09e667f3bcc909)),
+				paren:     rand.New(rand.NewPCG(seed, seed^0x3c6ef372fe94f82b)),
+				overset:   rand.New(rand.NewPCG(seed, seed^0x510e527fade682d1))}
 			t.Logf("differential case %s: seed %d (replay: go test -run TestDifferential -seed %d; a divergence found becomes a line of testdata/difftest/regressions.txt)", r.name, seed, seed)
 			runDiffCase(t, e, c, g)
 			executed++
@@ -176,6 +182,11 @@ type diffGen struct {
 	// nullchain draws the readers of outer joins' targets, whose key may
 	// be NULL (decision 0049): its own stream too.
 	nullchain *rand.Rand
+	// unionagg, paren and overset draw the definitions of
+	// difftest_forms_test.go added to each case (a UNION ALL of
+	// aggregating branches, a parenthesized join, a statement over a set
+	// operation other than UNION ALL), each from a stream of its own.
+	unionagg, paren, overset *rand.Rand
 }
 
 func (g *diffGen) pick(xs ...string) string { return xs[g.r.IntN(len(xs))] }
@@ -1034,6 +1045,28 @@ func runDiffCase(t *testing.T, e *env, c *trellis.Client, g *diffGen) {
 			t.Logf("defined: %s", d.stmt)
 		}
 		defs = append(defs, d)
+	}
+	for i, n := 0, formsDefs(); i < n; i++ {
+		// The forms of difftest_forms_test.go, each from its own stream:
+		// accepted, so a refusal is a failure.
+		var forms []diffDef
+		if g.unionagg != nil {
+			forms = append(forms, g.groupedUnionDef(g.q(fmt.Sprintf("u%d", i)))...)
+		}
+		if g.paren != nil {
+			forms = append(forms, g.parenJoinDef(g.q(fmt.Sprintf("pj%d", i)))...)
+		}
+		if g.overset != nil {
+			forms = append(forms, g.overSetDef(g.q(fmt.Sprintf("os%d", i))))
+		}
+		for _, d := range forms {
+			_, err := c.Define(e.ctx, d.stmt)
+			require.NoError(t, err, d.stmt)
+			if os.Getenv("TRELLIS_DIFF_VERBOSE") != "" {
+				t.Logf("defined: %s", d.stmt)
+			}
+			defs = append(defs, d)
+		}
 	}
 	require.NotEmpty(t, defs)
 	defer func() {
