@@ -231,7 +231,7 @@ func compileGrouped(spec *Spec, s *grammar.Transform, tables []*Table, need func
 			if s.Distinct {
 				return errs.New(trellistype.CodeValidation, "SELECT DISTINCT over a JOIN must select columns of one of its tables (DISTINCT is a GROUP BY of its outputs, and the GROUP BY expressions of a JOIN must all read one table)")
 			}
-			return errs.New(trellistype.CodeValidation, "the GROUP BY expressions of a JOIN must all read columns of one of its tables")
+			return errs.New(trellistype.CodeValidation, "the GROUP BY expressions of a JOIN must all read columns of one of its tables (%s and %s here): define the join as a transform (it may select both columns) and group its target", tables[groupSide].Alias, tables[i].Alias)
 		}
 		groupSide = i
 		need(i, r.Column)

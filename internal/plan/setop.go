@@ -409,9 +409,6 @@ func compileAggregatedBranches(spec *Spec, tree *grammar.SetNode, branches []*gr
 		if !branchAggregates(b) {
 			return errs.New(trellistype.CodeValidation, "branch %d of the UNION ALL does not aggregate and another branch does: each row of a UNION ALL with GROUP BY is a group of its branch, so every branch aggregates (GROUP BY, an aggregate or DISTINCT); define the aggregating branches as transforms and read their targets in the branches", i+1)
 		}
-		if br[i].Joined() {
-			return errs.New(trellistype.CodeValidation, "GROUP BY, an aggregate or DISTINCT in branch %d, which joins tables, is not supported: define that branch as a transform and read its target in the branch", i+1)
-		}
 		var pos []int
 		for _, g := range b.GroupBy {
 			idx := slices.IndexFunc(b.Select, func(it grammar.SelectItem) bool { return it.Expr == g })
@@ -448,6 +445,9 @@ func compileAggregatedBranches(spec *Spec, tree *grammar.SetNode, branches []*gr
 			}
 		}
 		for _, c := range b.GroupByColumns {
+			if br[i].Joined() {
+				break // compiled as a GROUP BY over its join (compileBranches)
+			}
 			if _, ok := tables[i][0].Columns[c.Column]; !ok {
 				return errs.New(trellistype.CodeValidation, "column %s does not exist in %s (branch %d of the set operation)", c.Column, tables[i][0].Alias, i+1)
 			}
@@ -497,6 +497,12 @@ func compileBranches(branches []*grammar.Transform, tables [][]*Table) ([]Branch
 				return nil, nil, errs.New(trellistype.CodeValidation, "a FULL JOIN, or a RIGHT JOIN after the second table, in branch %d of a set operation is not supported: define that join as a transform and read its target in the branch", i+1)
 			}
 			br.Source, br.Where, br.Semis = bs.Source, bs.Where, bs.Semis
+			if branchAggregates(b) {
+				// An aggregating branch over a join: its groups read one
+				// of its tables, reached from a change of any other by
+				// walking the join, as GROUP BY over a join is.
+				br.Group = bs.GroupPos()
+			}
 			br.Source.Reads = bs.Reads
 			for _, j := range bs.JoinList() {
 				br.Joins = append(br.Joins, *j)
@@ -690,8 +696,10 @@ func (p *Plan) slotType(c Column) string {
 
 // AffectedBranch finds the keys of a set operation that changes of the
 // branch at pos touch: for UNION ALL the branch's keys of the changed
-// rows; otherwise the distinct rows their old values and current rows
-// give in that branch. Returns the keys as text and their bucket.
+// rows (an aggregating branch's groups of them, reached along its join
+// when it joins: decision 0056); otherwise the distinct rows their old
+// values and current rows give in that branch. Returns the keys as text
+// and their bucket.
 func (p *Plan) AffectedBranch(c Changes, pos, buckets int) string {
 	i, local := p.Spec.SetOp.branchAt(pos)
 	if p.Spec.SetOp.Over() {
@@ -712,14 +720,17 @@ func (p *Plan) AffectedBranch(c Changes, pos, buckets int) string {
 		// A row's unit is its branch and FROM key: the partition.
 		exprs = exprs[:len(p.Spec.Window.Partition)]
 	}
-	if b.Joined() && (local > 0 || !p.Spec.SetOp.All) {
+	if b.Joined() && (local > 0 || !p.Spec.SetOp.All || b.Aggregated) {
 		// Along the branch's join tree from the changed table to the
 		// unit's: its FROM table, or without ALL the table its outputs
 		// read (the NULL-extended row too when a LEFT JOIN can leave that
 		// table out), as for a join of many tables (decision 0026).
 		bp := &Plan{Spec: b.spec()}
+		// An aggregating branch's unit is its group, found through the
+		// table its GROUP BY reads, as GROUP BY over a join does.
+		grouped := !p.Spec.SetOp.All || b.Aggregated
 		at := 0
-		if !p.Spec.SetOp.All {
+		if grouped {
 			at = b.Group
 		}
 		for j, e := range exprs {
@@ -727,7 +738,7 @@ func (p *Plan) AffectedBranch(c Changes, pos, buckets int) string {
 				exprs[j] = "NULL::text"
 			}
 		}
-		return bp.walkUnits(c, local, at, exprs, p.setOpKeyTypes(), !p.Spec.SetOp.All && bp.nullable(at), buckets)
+		return bp.walkUnits(c, local, at, exprs, p.setOpKeyTypes(), grouped && bp.nullable(at), buckets)
 	}
 	if p.Spec.SetOp.All && !b.Aggregated {
 		// The changed keys, as the branch's table types them.
