@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -312,5 +313,35 @@ func BenchmarkTrellis(b *testing.B) {
 	}
 	for _, r := range results {
 		b.ReportMetric(r.Ratio, strings.ReplaceAll(r.Name, "/", "_")+"_ratio")
+	}
+}
+
+// TestShapesRunTheirIndexGapFixes: the benchmarks create the indexes a
+// shape needs by running the fixes SourceIndexGaps lists (the topk_global
+// shape's ORDER BY index was created by hand), on the sources before
+// their rows are written and on a chain's upstream target once it
+// exists; define fails when a gap is left.
+func TestShapesRunTheirIndexGapFixes(t *testing.T) {
+	for _, c := range []struct{ shape, fix string }{
+		{TopKGlobal, `ran the fixes SourceIndexGaps lists on the sources: CREATE INDEX ON "bench_drain"."bench_src" USING btree (v DESC, id);`},
+		{NullChain, `ran the fixes SourceIndexGaps lists on bench_drain.bench_tgt's sources: CREATE INDEX ON "bench_drain"."bench_mid" USING btree (c_id);`},
+	} {
+		t.Run(c.shape, func(t *testing.T) {
+			var logs strings.Builder
+			opts := Options{Only: []string{Drain}, Shape: c.shape, Rows: 2000, Changes: 200, Duration: 300 * time.Millisecond}
+			opts.URL = testsupport.Database(t)
+			opts.Logf = func(format string, args ...any) {
+				t.Logf(format, args...)
+				fmt.Fprintf(&logs, format+"\n", args...)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if _, err := RunResults(ctx, opts, io.Discard); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(logs.String(), c.fix) {
+				t.Fatalf("the %s shape's run did not log %q", c.shape, c.fix)
+			}
+		})
 	}
 }

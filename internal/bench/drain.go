@@ -170,6 +170,9 @@ func (e *env) baselineUpsert(cp string) (create []string, upsert string) {
 		e.keyIndex(cp),
 		fmt.Sprintf("VACUUM (ANALYZE) %s", cp),
 	}
+	if m, ok := e.more(); ok && m.chained {
+		return e.chainBaseline(cp)
+	}
 	if q := e.moreBaseline(cp); q != "" {
 		return create, q
 	}

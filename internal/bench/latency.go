@@ -93,6 +93,9 @@ func (s *suite) latency(ctx context.Context, e *env) ([]Result, error) {
 		}
 		end := time.Now()
 		commits = append(commits, end.Sub(start))
+		if !track.polled(id) {
+			continue
+		}
 		key, want := track.wrote(id, v)
 		probes <- probe{id: key, v: want, committed: end}
 	}

@@ -3,8 +3,11 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/trellis-pg/trellis/internal/backoff"
 )
 
 // The shapes of transform Options.Shape accepts.
@@ -126,6 +129,9 @@ type shape struct {
 	// search on a later key column alone cannot use (it read the whole
 	// 1M-row target of union_join for every poll: 170 ms each).
 	pollPrefix [][2]string
+	// nullKeys: a key column may be NULL (the target's unique index is
+	// NULLS NOT DISTINCT, and rows are matched NULL-safe).
+	nullKeys bool
 }
 
 // Poll prefixes: the group of a row (grp = id % 10,000), and the first
@@ -289,7 +295,7 @@ func shapeOf(name string) shape {
 func (e *env) transform() string {
 	tgt, src, cust := e.table("bench_tgt"), e.table("bench_src"), e.table("bench_customers")
 	if m, ok := e.more(); ok {
-		return fmt.Sprintf(m.transform, tgt, src, cust)
+		return fmt.Sprintf(m.transform, tgt, src, cust, e.table("bench_mid"))
 	}
 	switch e.shape.name {
 	case GroupBy:
@@ -336,6 +342,15 @@ func (e *env) transform() string {
 	}
 }
 
+// transforms are the benchmark's TRANSFORM statements in the order they
+// are defined: a chain's upstream (bench_mid), then bench_tgt's.
+func (e *env) transforms() []string {
+	if m, ok := e.more(); ok && m.upstream != "" {
+		return []string{fmt.Sprintf(m.upstream, e.table("bench_mid"), e.table("bench_src"), e.table("bench_customers")), e.transform()}
+	}
+	return []string{e.transform()}
+}
+
 // definition is the transform's query as plain SQL.
 func (e *env) definition() string {
 	return fmt.Sprintf(e.shape.definition, e.table("bench_src"), e.table("bench_customers"), e.table("bench_view"), e.table("bench_regions"))
@@ -360,86 +375,163 @@ func (e *env) keyIndex(table string) string {
 		return fmt.Sprintf("CREATE UNIQUE INDEX ON %s (%s)", table, strings.Join(cols, ", "))
 	}
 	nulls := ""
-	if e.shape.name == FullJoin || e.shape.name == UnionJoin || e.shape.name == FullPos {
+	if e.shape.name == FullJoin || e.shape.name == UnionJoin || e.shape.name == FullPos || e.shape.nullKeys {
 		nulls = " NULLS NOT DISTINCT"
 	}
 	return fmt.Sprintf("CREATE UNIQUE INDEX ON %s %s%s", table, e.keyTarget(), nulls)
 }
 
 // createSource creates the shape's source tables, vacuumed and analysed:
-// bench_src with rows rows (ids 1..rows, v 0) and, for the shapes that
-// have one, the index on bench_src that Trellis asks for; for the join,
-// bench_customers with 10,000 rows.
+// bench_src with rows rows (ids 1..rows, v 0) and, for the join shapes,
+// bench_customers with 10,000 rows (and bench_regions). The indexes the
+// transform needs beyond the primary keys are the ones SourceIndexGaps
+// lists, created by running its fixes, as a user who follows it does:
+// the transforms are defined on the empty tables first (probeIndexGaps),
+// and their gaps' fixes run once the rows are in.
 func (e *env) createSource(ctx context.Context, rows int) error {
 	begin := time.Now()
 	src, cust := e.table("bench_src"), e.table("bench_customers")
-	var qs []string
+	// tables are created empty, with their keys; load fills them.
+	var tables, load []string
+	analyze := []string{src}
 	switch e.sourceShape() {
 	case GroupBy, Having, Global, CTE, Window, TopK, DistinctOn:
-		qs = []string{
-			fmt.Sprintf("CREATE TABLE %s (id bigint NOT NULL, grp int NOT NULL, v int, filler text)", src),
-			fmt.Sprintf("INSERT INTO %s SELECT g, g %% %d, 0, repeat('x', %d) FROM generate_series(1, %d) g", src, shapeGroups, fillerWidth, rows),
-			fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (id)", src),
-			fmt.Sprintf("CREATE INDEX ON %s (grp)", src),
-			fmt.Sprintf("VACUUM (ANALYZE) %s", src),
-		}
+		tables = []string{fmt.Sprintf("CREATE TABLE %s (id bigint PRIMARY KEY, grp int NOT NULL, v int, filler text)", src)}
+		load = []string{fmt.Sprintf("INSERT INTO %s SELECT g, g %% %d, 0, repeat('x', %d) FROM generate_series(1, %d) g", src, shapeGroups, fillerWidth, rows)}
 	case Join, Join3, Semi, FullJoin, UnionJoin, FullPos:
 		customer := fmt.Sprintf("g %% %d + 1", shapeCustomers)
 		if e.shape.name == FullJoin {
 			customer = fmt.Sprintf("g %% %d + 501", shapeCustomers+500)
 		}
-		qs = []string{
-			fmt.Sprintf("CREATE TABLE %s (id int NOT NULL, region text, region_id int)", cust),
-			fmt.Sprintf("INSERT INTO %s SELECT g, 'region ' || (g %% %d), g %% %d FROM generate_series(1, %d) g", cust, shapeRegions, shapeRegions, shapeCustomers),
-			fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (id)", cust),
-			fmt.Sprintf("CREATE INDEX ON %s (region_id)", cust),
-			fmt.Sprintf("VACUUM (ANALYZE) %s", cust),
-			fmt.Sprintf("CREATE TABLE %s (id bigint NOT NULL, customer_id int NOT NULL, v int, filler text)", src),
-			fmt.Sprintf("INSERT INTO %s SELECT g, %s, 0, repeat('x', %d) FROM generate_series(1, %d) g", src, customer, fillerWidth, rows),
-			fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (id)", src),
-			fmt.Sprintf("CREATE INDEX ON %s (customer_id)", src),
-			fmt.Sprintf("VACUUM (ANALYZE) %s", src),
+		tables = []string{
+			fmt.Sprintf("CREATE TABLE %s (id int PRIMARY KEY, region text, region_id int)", cust),
+			fmt.Sprintf("CREATE TABLE %s (id bigint PRIMARY KEY, customer_id int NOT NULL, v int, filler text)", src),
 		}
+		load = []string{
+			fmt.Sprintf("INSERT INTO %s SELECT g, 'region ' || (g %% %d), g %% %d FROM generate_series(1, %d) g", cust, shapeRegions, shapeRegions, shapeCustomers),
+			fmt.Sprintf("INSERT INTO %s SELECT g, %s, 0, repeat('x', %d) FROM generate_series(1, %d) g", src, customer, fillerWidth, rows),
+		}
+		analyze = append(analyze, cust)
 		if e.shape.name == Join3 || e.shape.name == FullPos {
 			regions := e.table("bench_regions")
 			n := shapeRegions
 			if e.shape.name == FullPos {
 				n += 10 // regions without a customer: rows of the RIGHT JOIN alone
 			}
-			qs = append(qs,
-				fmt.Sprintf("CREATE TABLE %s (id int PRIMARY KEY, name text)", regions),
-				fmt.Sprintf("INSERT INTO %s SELECT g, 'region ' || g FROM generate_series(0, %d) g", regions, n-1),
-				fmt.Sprintf("VACUUM (ANALYZE) %s", regions))
+			tables = append(tables, fmt.Sprintf("CREATE TABLE %s (id int PRIMARY KEY, name text)", regions))
+			load = append(load, fmt.Sprintf("INSERT INTO %s SELECT g, 'region ' || g FROM generate_series(0, %d) g", regions, n-1))
+			analyze = append(analyze, regions)
 		}
 	case Quarantine:
-		qs = []string{
-			fmt.Sprintf("CREATE TABLE %s (id bigint NOT NULL, v int NOT NULL, d int NOT NULL, filler text)", src),
-			fmt.Sprintf("INSERT INTO %s SELECT g, 0, (g %% 1000 <> 0)::int, repeat('x', %d) FROM generate_series(1, %d) g", src, fillerWidth, rows),
-			fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (id)", src),
-			fmt.Sprintf("VACUUM (ANALYZE) %s", src),
-		}
+		tables = []string{fmt.Sprintf("CREATE TABLE %s (id bigint PRIMARY KEY, v int NOT NULL, d int NOT NULL, filler text)", src)}
+		load = []string{fmt.Sprintf("INSERT INTO %s SELECT g, 0, (g %% 1000 <> 0)::int, repeat('x', %d) FROM generate_series(1, %d) g", src, fillerWidth, rows)}
 	default:
-		qs = []string{
-			fmt.Sprintf("CREATE TABLE %s (id bigint NOT NULL, v int NOT NULL, filler text)", src),
-			fmt.Sprintf("INSERT INTO %s SELECT g, 0, repeat('x', %d) FROM generate_series(1, %d) g", src, fillerWidth, rows),
-			fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (id)", src),
-			fmt.Sprintf("VACUUM (ANALYZE) %s", src),
-		}
+		tables = []string{fmt.Sprintf("CREATE TABLE %s (id bigint PRIMARY KEY, v int NOT NULL, filler text)", src)}
+		load = []string{fmt.Sprintf("INSERT INTO %s SELECT g, 0, repeat('x', %d) FROM generate_series(1, %d) g", src, fillerWidth, rows)}
 		if e.shape.name == View {
-			qs = append(qs, fmt.Sprintf("CREATE VIEW %s AS SELECT id, v FROM %s WHERE v >= 0", e.table("bench_view"), src))
+			tables = append(tables, fmt.Sprintf("CREATE VIEW %s AS SELECT id, v FROM %s WHERE v >= 0", e.table("bench_view"), src))
 		}
 	}
-	if m, ok := e.more(); ok && m.index != "" {
-		qs = append(qs, fmt.Sprintf(m.index, src), "ANALYZE "+src)
+	if m, ok := e.more(); ok && m.load != "" {
+		load = append(load, fmt.Sprintf(m.load, src, cust))
 	}
-	for _, q := range qs {
+	for _, q := range tables {
 		if err := e.exec(ctx, q); err != nil {
+			return err
+		}
+	}
+	fixes, err := e.probeIndexGaps(ctx)
+	if err != nil {
+		return err
+	}
+	for _, q := range load {
+		if err := e.exec(ctx, q); err != nil {
+			return err
+		}
+	}
+	for _, q := range fixes {
+		if err := e.exec(ctx, q); err != nil {
+			return fmt.Errorf("running a fix SourceIndexGaps listed: %w", err)
+		}
+	}
+	if len(fixes) > 0 {
+		e.logf("ran the fixes SourceIndexGaps lists on the sources: %s", strings.Join(fixes, " "))
+	}
+	for _, t := range analyze {
+		if err := e.exec(ctx, "VACUUM (ANALYZE) "+t); err != nil {
 			return err
 		}
 	}
 	e.checkpoint(ctx)
 	e.logf("created %s (%s shape) with %d rows in %s", src, e.shape.name, rows, time.Since(begin).Round(time.Millisecond))
 	return nil
+}
+
+// probeIndexGaps defines the benchmark's transforms on its empty source
+// tables, reads the SourceIndexGaps of each, drops them again and returns
+// the fixes of the gaps on source tables (a gap on a target, as a
+// chain's on its upstream's, is fixed once that target exists: define).
+func (e *env) probeIndexGaps(ctx context.Context) ([]string, error) {
+	c, err := e.connect(ctx, true, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = c.Close() }()
+	var defined, fixes []string
+	drop := func() error {
+		for i := len(defined) - 1; i >= 0; i-- {
+			if _, err := c.Apply(ctx, "DROP TRANSFORM "+defined[i]); err != nil {
+				return fmt.Errorf("dropping the index-gap probe %s: %w", defined[i], err)
+			}
+		}
+		return nil
+	}
+	targets := map[string]bool{}
+	for _, stmt := range e.transforms() {
+		target, err := c.Define(ctx, stmt)
+		if err != nil {
+			_ = drop()
+			return nil, fmt.Errorf("defining (on the empty sources, for their index gaps): %w", err)
+		}
+		defined = append(defined, target)
+		targets[target] = true
+		if err := waitLive(ctx, c, target); err != nil {
+			_ = drop()
+			return nil, err
+		}
+		st, err := c.Status(ctx, target)
+		if err != nil {
+			_ = drop()
+			return nil, fmt.Errorf("reading the status of %s: %w", target, err)
+		}
+		for _, g := range st.SourceIndexGaps {
+			if !targets[g.Table] && !slices.Contains(fixes, g.Fix) {
+				fixes = append(fixes, g.Fix)
+			}
+		}
+	}
+	if err := drop(); err != nil {
+		return nil, err
+	}
+	// The staging worker removes capture from the sources after the drop:
+	// rows written before it has would be captured, and drained later.
+	deadline := time.Now().Add(liveTimeout)
+	for {
+		var n int
+		if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND NOT t.tgisinternal`, e.schema).Scan(&n); err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return fixes, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("capture of the index-gap probes was not removed from the sources within %s", liveTimeout)
+		}
+		if !backoff.Sleep(ctx, statusPoll) {
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // mismatches counts the rows where the target and the definition's result
@@ -462,6 +554,14 @@ func (e *env) mismatchesIn(ctx context.Context, table string) (int64, error) {
 		on = "ON coalesce(d.id, -1) = coalesce(t.id, -1) AND coalesce(d.c_id, -1) = coalesce(t.c_id, -1)"
 	case e.shape.name == FullPos:
 		on = "ON coalesce(d.id, -1) = coalesce(t.id, -1) AND coalesce(d.c_id, -1) = coalesce(t.c_id, -1) AND d.r_id = t.r_id"
+	case e.shape.nullKeys:
+		var eq []string
+		for _, k := range e.shape.keys {
+			// FULL JOIN needs a hashable or mergeable condition; the
+			// keys are positive ids.
+			eq = append(eq, fmt.Sprintf("coalesce(d.%[1]s, -1) = coalesce(t.%[1]s, -1)", k))
+		}
+		on = "ON " + strings.Join(eq, " AND ")
 	case len(e.shape.keys) > 0:
 		on = "USING (" + strings.Join(e.shape.keys, ", ") + ")"
 	}
@@ -482,21 +582,34 @@ func (e *env) mismatchesIn(ctx context.Context, table string) (int64, error) {
 // only grow.
 type prober struct {
 	groups bool
-	best   bool            // distincton: the group's best row, polled by group
-	all    bool            // topk_global: the target's greatest v, polled as key 0
-	global bool            // one group of every row, polled as key 0
-	rowV   map[int64]int64 // groupby: every written row's v (absent: 0)
-	total  map[int64]int64 // groupby: every written group's sum(v)
+	best   bool // distincton: the group's best row, polled by group
+	all    bool // topk_global: the target's greatest v, polled as key 0
+	global bool // one group of every row, polled as key 0
+	// groupOf, when set, is a written row's group (id % 10,000
+	// otherwise); false: the group is not polled (skip).
+	groupOf func(id int64) (int64, bool)
+	rowV    map[int64]int64 // groupby: every written row's v (absent: 0)
+	total   map[int64]int64 // groupby: every written group's sum(v)
 }
 
 func (e *env) prober() *prober {
 	n := e.shape.name
 	m, _ := e.more()
-	return &prober{groups: n == GroupBy || n == Having || n == Global || n == CTE || m.pollSum, best: n == DistinctOn || m.pollGroup, all: m.pollAll, global: n == Global, rowV: map[int64]int64{}, total: map[int64]int64{}}
+	return &prober{groups: n == GroupBy || n == Having || n == Global || n == CTE || m.pollSum, best: n == DistinctOn || m.pollGroup, all: m.pollAll, global: n == Global, groupOf: m.groupOf, rowV: map[int64]int64{}, total: map[int64]int64{}}
 }
 
 // wrote records that row id now has v and returns the target key to poll
 // and the least value its pollVal column must show.
+// polled says whether the poller looks for a write to row id (not when
+// its group has no key the poll can name).
+func (p *prober) polled(id int64) bool {
+	if p.groupOf == nil {
+		return true
+	}
+	_, ok := p.groupOf(id)
+	return ok
+}
+
 func (p *prober) wrote(id, v int64) (key, want int64) {
 	if p.best {
 		// v is larger than any value before: the group's best row
@@ -510,6 +623,9 @@ func (p *prober) wrote(id, v int64) (key, want int64) {
 		return id, v
 	}
 	g := id % shapeGroups
+	if p.groupOf != nil {
+		g, _ = p.groupOf(id)
+	}
 	if p.global {
 		g = 0
 	}

@@ -13,7 +13,8 @@ const (
 	// bench_src SELECT DISTINCT grp, v (keyed by the whole row, grp and v:
 	// a changed v is another key; 10,000 rows while every v is 0).
 	Distinct = "distinct"
-	// TopKGlobal: the projection's source with an index on (v DESC, id);
+	// TopKGlobal: the projection's source (with the index on (v DESC, id)
+	// that SourceIndexGaps asks for);
 	// TRANSFORM bench_tgt FROM bench_src SELECT id, v ORDER BY v DESC, id
 	// LIMIT 10 (keyed by id; every change recomputes the ten rows).
 	TopKGlobal = "topk_global"
@@ -52,7 +53,7 @@ const (
 	// keyed by cid, id; a change recomputes its customer's partition, 100
 	// rows at 1M rows).
 	WindowJoin = "window_join"
-	// IntersectAll: the groupby shape's source with an index on (grp, v);
+	// IntersectAll: the groupby shape's source;
 	// TRANSFORM bench_tgt FROM bench_src SELECT grp, v WHERE v >= 0
 	// INTERSECT ALL SELECT grp, v FROM bench_src WHERE id > 0 (decision
 	// 0050: keyed by grp, v, ordinal; every row is in both branches, so a
@@ -66,7 +67,21 @@ const (
 	// decision 0050: keyed by grp; a group is recomputed from its rows of
 	// both branches grouped by value).
 	UnionValues = "union_values"
+	// NullChain: the join's tables without customer 2, so 1 row in 10,000
+	// (customer_id 2: ids 1, 10,001, ...; the drain's backlog changes id
+	// 1) has no customer; bench_mid is TRANSFORM
+	// bench_mid FROM bench_src s LEFT JOIN bench_customers c ON c.id =
+	// s.customer_id SELECT s.id AS id, c.region AS region, s.v AS v (keyed
+	// by id, c_id; c_id NULL in a row without a customer), and TRANSFORM
+	// bench_tgt FROM bench_mid m SELECT m.c_id AS cid, sum(m.v) AS total,
+	// count(*) AS n GROUP BY m.c_id reads it (a chain over a key that may
+	// be NULL, decision 0049: keyed by cid, NULL for the rows without a
+	// customer; a change reaches bench_mid's row, then its group).
+	NullChain = "null_chain"
 )
+
+// nullChainMissing is the customer the null_chain shape's source lacks.
+const nullChainMissing = 2
 
 // moreShape is a shape of moreShapes.
 type moreShape struct {
@@ -76,8 +91,13 @@ type moreShape struct {
 	// transform is the TRANSFORM statement (%[1]s bench_tgt, %[2]s
 	// bench_src, %[3]s bench_customers).
 	transform string
-	// index, when set, is created on bench_src after its rows (%[1]s).
-	index string
+	// load, when set, runs after the source's rows are in (%[1]s
+	// bench_src, %[2]s bench_customers).
+	load string
+	// upstream, when set, is the TRANSFORM statement of the target the
+	// transform reads (%[1]s bench_mid, %[2]s bench_src, %[3]s
+	// bench_customers), defined first: a chain.
+	upstream string
 	// rowKeyed: keyed by the whole row, (id, v) or (grp, v): a changed
 	// row is another key, so the drain's baseline deletes the rows of the
 	// changed ids (or their groups) the definition no longer yields and
@@ -91,6 +111,12 @@ type moreShape struct {
 	// pollSum: the latency poller reads the written row's group, whose
 	// total is the sum of its rows' v (as the groupby shape's).
 	pollSum bool
+	// groupOf, when set, is the group pollSum polls for a written row
+	// (id % 10,000 otherwise); false: the row's group is not polled.
+	groupOf func(id int64) (int64, bool)
+	// chained: the drain baseline keeps a copy of the upstream too
+	// (chainBaseline).
+	chained bool
 	// byID, when set, is the definition with the drain baseline's changed
 	// ids ($1) in each branch (%[1]s bench_src), as a batch job writes it:
 	// PostgreSQL pushes no condition into an EXCEPT, so the definition's
@@ -112,7 +138,6 @@ var moreShapes = map[string]moreShape{
 		},
 		source:    GroupBy,
 		transform: "TRANSFORM %[1]s FROM %[2]s SELECT DISTINCT grp, v",
-		index:     "CREATE INDEX ON %[1]s (grp, v)",
 		rowKeyed:  true, pollGroup: true,
 	},
 	TopKGlobal: {
@@ -126,7 +151,6 @@ var moreShapes = map[string]moreShape{
 		},
 		source:    Projection,
 		transform: "TRANSFORM %[1]s FROM %[2]s SELECT id, v ORDER BY v DESC, id LIMIT 10",
-		index:     "CREATE INDEX ON %[1]s (v DESC, id)",
 		whole:     true, pollAll: true,
 	},
 	Intersect: {
@@ -196,7 +220,6 @@ var moreShapes = map[string]moreShape{
 		},
 		source:    GroupBy,
 		transform: "TRANSFORM %[1]s FROM %[2]s SELECT grp, v WHERE v >= 0 INTERSECT ALL SELECT grp, v FROM %[2]s WHERE id > 0",
-		index:     "CREATE INDEX ON %[1]s (grp, v)",
 		rowKeyed:  true, pollGroup: true,
 	},
 	UnionValues: {
@@ -223,10 +246,59 @@ var moreShapes = map[string]moreShape{
 		transform: "TRANSFORM %[1]s FROM %[2]s s JOIN %[3]s c ON c.id = s.customer_id SELECT c.id AS cid, s.id AS id, s.v AS v, sum(s.v) OVER (PARTITION BY c.id) AS total",
 		recompute: "d.cid = ANY (ARRAY(SELECT DISTINCT customer_id FROM %[1]s WHERE id = ANY ($1::bigint[])))",
 	},
+	NullChain: {
+		shape: shape{
+			name:       NullChain,
+			definition: "SELECT c.id AS cid, sum(s.v) AS total, count(*) AS n FROM %[1]s s LEFT JOIN %[2]s c ON c.id = s.customer_id GROUP BY c.id",
+			keys:       []string{"cid"}, vals: []string{"total", "n"},
+			pollKey: "cid", pollVal: "total",
+			nullKeys: true,
+		},
+		source:    Join,
+		load:      fmt.Sprintf("DELETE FROM %%[2]s WHERE id = %d", nullChainMissing),
+		upstream:  "TRANSFORM %[1]s FROM %[2]s s LEFT JOIN %[3]s c ON c.id = s.customer_id SELECT s.id AS id, c.region AS region, s.v AS v",
+		transform: "TRANSFORM %[1]s FROM %[4]s m SELECT m.c_id AS cid, sum(m.v) AS total, count(*) AS n GROUP BY m.c_id",
+		pollSum:   true,
+		groupOf: func(id int64) (int64, bool) {
+			// customer_id = id % 10,000 + 1; the missing customer's rows
+			// have the NULL group, which the poller cannot name.
+			c := id%shapeCustomers + 1
+			return c, c != nullChainMissing
+		},
+		chained: true,
+	},
+}
+
+// chainBaseline is the null_chain shape's drain baseline: one
+// statement per batch that does both transforms' work, as a batch job
+// keeping both tables would: it upserts the changed rows' LEFT JOIN rows
+// into a copy of bench_mid (keyed NULLS NOT DISTINCT by id, c_id, as
+// Trellis keys it) and recomputes the changed rows' groups from the
+// sources into the copy of the target. A changed row without a customer
+// recomputes the NULL group from the rows of its customer_id: in this
+// data customer 2 is the only one missing, so those are the group's
+// rows (the benchmark's check of the copy fails otherwise).
+func (e *env) chainBaseline(cp string) (create []string, upsert string) {
+	src, cust, mid := e.table("bench_src"), e.table("bench_customers"), cp+"_mid"
+	join := fmt.Sprintf("SELECT s.id AS id, c.id AS c_id, c.region AS region, s.v AS v FROM %s s LEFT JOIN %s c ON c.id = s.customer_id", src, cust)
+	create = []string{
+		fmt.Sprintf("CREATE TABLE %s AS %s", mid, join),
+		fmt.Sprintf("CREATE UNIQUE INDEX ON %s (id, c_id) NULLS NOT DISTINCT", mid),
+		fmt.Sprintf("VACUUM (ANALYZE) %s", mid),
+		fmt.Sprintf("CREATE TABLE %s AS %s", cp, e.definition()),
+		e.keyIndex(cp),
+		fmt.Sprintf("VACUUM (ANALYZE) %s", cp),
+	}
+	upsert = fmt.Sprintf("WITH j AS (%[1]s WHERE s.id = ANY ($1::bigint[])), "+
+		"m AS (INSERT INTO %[2]s (id, c_id, region, v) SELECT id, c_id, region, v FROM j ON CONFLICT (id, c_id) DO UPDATE SET region = EXCLUDED.region, v = EXCLUDED.v) "+
+		"INSERT INTO %[3]s (cid, total, n) SELECT c.id, sum(s.v), count(*) FROM %[4]s s LEFT JOIN %[5]s c ON c.id = s.customer_id "+
+		"WHERE s.customer_id = ANY (ARRAY(SELECT DISTINCT customer_id FROM %[4]s WHERE id = ANY ($1::bigint[]))) GROUP BY c.id "+
+		"ON CONFLICT (cid) DO UPDATE SET total = EXCLUDED.total, n = EXCLUDED.n", join, mid, cp, src, cust)
+	return create, upsert
 }
 
 // moreShapeNames lists moreShapes in the order Shapes gives them.
-var moreShapeNames = []string{Distinct, TopKGlobal, Intersect, Except, Anti, UnionAgg, WindowJoin, UnionGroups, IntersectAll, UnionValues}
+var moreShapeNames = []string{Distinct, TopKGlobal, Intersect, Except, Anti, UnionAgg, WindowJoin, UnionGroups, IntersectAll, UnionValues, NullChain}
 
 // more returns the benchmark's shape's moreShapes entry, if it is one.
 func (e *env) more() (moreShape, bool) {
