@@ -81,7 +81,8 @@ func TestClockDependentDefinitionsAreRefused(t *testing.T) {
 	require.Len(t, defs, 2)
 }
 
-// eventually polls cond until it holds, failing the test after a minute.
+// eventually polls cond until it holds, failing the test after
+// stateWaitCap.
 func (e *env) eventually(what string, cond func() bool) {
 	e.t.Helper()
 	deadline := time.Now().Add(stateWaitCap)
