@@ -64,10 +64,11 @@ func TestChainsOverShapedTargets(t *testing.T) {
 
 // What a chain cannot read is refused with CodeValidation, and nothing is
 // created: a table keyed only by a unique index over nullable columns, and
-// a projection of a target whose key may be NULL: a GROUP BY target (a
-// nullable column, an expression, a LEFT JOIN grouped by the joined side)
-// or a LEFT JOIN target (an aggregate or a window may read those, decision
-// 0049: TestChainsOverNullableKeys).
+// a target whose key may be NULL joined as a table other than the FROM
+// table. A projection of such a target (a GROUP BY target: a nullable
+// column, an expression, a LEFT JOIN grouped by the joined side; a LEFT
+// JOIN target) is accepted since decision 0054 and keyed by its key, NULL
+// parts and all (TestChainsOverNullableKeys).
 func TestChainsRefused(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -91,12 +92,12 @@ func TestChainsRefused(t *testing.T) {
 	}
 
 	for stmt, want := range map[string]string{
-		`TRANSFORM a FROM loose SELECT v AS v`:     "nor a unique index over NOT NULL columns",
-		`TRANSFORM b FROM with_null SELECT n AS n`: "reading public.with_null, whose key column g may be NULL, is not supported (its target would be keyed by that key): group by the columns it selects, its key columns included (SELECT ... GROUP BY g, ...)",
-		`TRANSFORM c FROM oj SELECT sj AS sj`:      "reading public.oj, whose key column s_i may be NULL",
-		`TRANSFORM d FROM nonesuch SELECT x AS x`:  "does not exist",
-		`TRANSFORM e FROM by_expr SELECT n AS n`:   "reading public.by_expr, whose key column m may be NULL",
-		`TRANSFORM f FROM ojg SELECT n AS n`:       "reading public.ojg, whose key column sj may be NULL",
+		`TRANSFORM a FROM loose SELECT v AS v`:                                                "nor a unique index over NOT NULL columns",
+		`TRANSFORM b FROM s JOIN with_null w ON w.g = s.j SELECT w.n AS n`:                    "reading public.with_null, whose key column g may be NULL, is not supported (its target would be keyed by that key) as a joined table",
+		`TRANSFORM c FROM s JOIN oj ON oj.sj = s.j SELECT oj.r_i AS ri`:                       "reading public.oj, whose key column s_i may be NULL",
+		`TRANSFORM d FROM nonesuch SELECT x AS x`:                                             "does not exist",
+		`TRANSFORM e FROM by_expr b JOIN s ON s.i = b.n JOIN r ON r.i = s.j SELECT r.g`:       "reading public.by_expr, whose key column m may be NULL, is not supported (its target would be keyed by that key) as a joined table, in a join of three tables or more",
+		`TRANSFORM f FROM ojg SELECT n AS n WHERE EXISTS (SELECT 1 FROM s WHERE s.i = ojg.n)`: "reading public.ojg, whose key column sj may be NULL",
 	} {
 		_, err := c.Define(e.ctx, stmt)
 		require.Error(t, err, stmt)
@@ -108,6 +109,19 @@ func TestChainsRefused(t *testing.T) {
 	defs, err := c.Definitions(e.ctx)
 	require.NoError(t, err)
 	require.Len(t, defs, 4, "nothing was created by the refused statements")
+	// Their projections are accepted (decision 0054), keyed by the key
+	// that may be NULL: with_null's NULL group is a row of with_null_n.
+	for stmt, want := range map[string]string{
+		`TRANSFORM with_null_n FROM with_null SELECT n AS n`: `SELECT g, n FROM with_null`,
+		`TRANSFORM oj_sj FROM oj SELECT sj AS sj`:            `SELECT r_i, s_i, sj FROM oj`,
+		`TRANSFORM by_expr_n FROM by_expr SELECT n AS n`:     `SELECT m, n FROM by_expr`,
+	} {
+		target, err := c.Define(e.ctx, stmt)
+		require.NoError(t, err, stmt)
+		e.waitState(c, target, trellis.StateLive)
+		e.assertMatches(target, want)
+	}
+	require.Equal(t, [][]string{{"1"}}, e.rows(`SELECT n FROM with_null_n WHERE g IS NULL`))
 	var notNull bool
 	require.NoError(t, e.db.QueryRow(e.ctx, `SELECT attnotnull FROM pg_attribute WHERE attrelid = 'with_null'::regclass AND attname = 'g'`).Scan(&notNull))
 	require.False(t, notNull, "a refused reader leaves its upstream as it was")

@@ -28,7 +28,7 @@ type shapeCase struct {
 	add, refusedAdd, drop, refusedDrop string
 	// chain selects from the target (FROM <target> t SELECT ...);
 	// refusedChain is what refuses it. A target whose key may be NULL is
-	// read by an aggregate (decision 0049).
+	// read by an aggregate (decision 0049) or a projection (0054).
 	chain, refusedChain string
 	// bad is a column ALTER TRANSFORM adds that fails on some rows (""
 	// where ALTER is refused): it is quarantined until they are fixed.
@@ -44,7 +44,7 @@ var shapeCases = []shapeCase{
 		add: "upper(c.name) AS cname", drop: "price", chain: "t.id, t.c_id, t.region"},
 	{name: "left join", stmt: "FROM orders o LEFT JOIN customers c ON c.id = o.customer_id SELECT o.id, c.region",
 		sources: []string{"public.customers", "public.orders"}, gaps: []string{"public.orders(customer_id) join_from"}, bad: "100 / (o.qty - 2) AS bad",
-		add: "c.name", drop: "region", chain: "t.id, count(*) AS n GROUP BY t.id"},
+		add: "c.name", drop: "region", chain: "t.id, t.c_id, t.name WHERE t.id % 2 = 0"},
 	{name: "comma join", stmt: "FROM orders o, customers c SELECT o.id, c.region WHERE o.customer_id = c.id AND c.active",
 		sources: []string{"public.customers", "public.orders"}, gaps: []string{"public.orders(customer_id) join_from"}, bad: "100 / (o.qty - 2) AS bad",
 		add: "o.price", drop: "region", chain: "t.id, t.c_id"},
@@ -53,14 +53,14 @@ var shapeCases = []shapeCase{
 		add: "notes.note || '!' AS loud", drop: "note", chain: "t.id, t.qty"},
 	{name: "right join", stmt: "FROM orders o RIGHT JOIN customers c ON c.id = o.customer_id SELECT c.region, o.id AS order_id",
 		sources: []string{"public.customers", "public.orders"}, gaps: []string{"public.orders(customer_id) join_joined"}, bad: "100 / (o.qty - 2) AS bad",
-		add: "o.price", drop: "region", chain: "t.c_id, count(*) AS n GROUP BY t.c_id"},
+		add: "o.price", drop: "region", chain: "t.price"},
 	{name: "full join", stmt: "FROM orders o FULL JOIN customers c ON c.id = o.customer_id SELECT o.id, c.region",
 		sources: []string{"public.customers", "public.orders"}, gaps: []string{"public.orders(customer_id) join_from"}, bad: "100 / (o.qty - 2) AS bad",
-		add: "o.price", drop: "region", chain: "t.c_id, count(*) AS n GROUP BY t.c_id"},
+		add: "o.price", drop: "region", chain: "t.price WHERE t.price > 1"},
 	{name: "star join", stmt: "FROM orders o JOIN customers c ON c.id = o.customer_id LEFT JOIN products p ON p.id = o.product_id SELECT o.id, c.name, p.title",
 		sources: []string{"public.customers", "public.orders", "public.products"}, bad: "100 / (o.qty - 2) AS bad",
 		gaps: []string{"public.orders(customer_id) join_from", "public.orders(product_id) join_from"},
-		add:  "p.price", drop: "title", chain: "t.id, count(*) AS n GROUP BY t.id"},
+		add:  "p.price", drop: "title", chain: "t.name, t.price"},
 	{name: "chain join grouped", stmt: "FROM order_items i JOIN orders o ON o.id = i.order_id JOIN customers c ON c.id = o.customer_id SELECT c.region, sum(i.qty) AS qty GROUP BY c.region",
 		sources: []string{"public.customers", "public.order_items", "public.orders"}, bad: "sum(100 / (i.qty - 3)) AS bad",
 		gaps: []string{"public.customers(region) group_by", "public.order_items(order_id) join_from", "public.orders(customer_id) join_from"},

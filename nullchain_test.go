@@ -65,6 +65,29 @@ var nullChains = []struct{ stmt, target, recompute string }{
 		`SELECT c_id, o_id, amount, rank() OVER (PARTITION BY c_id ORDER BY amount DESC) AS r FROM (` + ncLeftRec + `) u`},
 	{`TRANSFORM nc_left_top FROM nc_left SELECT o_id, c_id, amount ORDER BY amount DESC, o_id, c_id LIMIT 6`, "nc_left_top",
 		`SELECT o_id, c_id, amount FROM (` + ncLeftRec + `) u ORDER BY amount DESC, o_id, c_id LIMIT 6`},
+	// Projections and joins driven by such a target (decision 0054):
+	// their keys are the upstream's, NULL parts and all; rows move into
+	// and out of their WHERE as they move into and out of NULL keys.
+	{`TRANSFORM nc_left_proj FROM nc_left SELECT amount, region WHERE amount > 4`, "nc_left_proj",
+		`SELECT o_id, c_id, amount, region FROM (` + ncLeftRec + `) u WHERE amount > 4`},
+	{`TRANSFORM nc_full_proj FROM nc_full f SELECT f.amount * 2 AS double, f.region WHERE f.region IS DISTINCT FROM 'r1'`, "nc_full_proj",
+		`SELECT o_id, c_id, amount * 2, region FROM (` + ncFullRec + `) u WHERE region IS DISTINCT FROM 'r1'`},
+	{`TRANSFORM nc_rank_proj FROM nc_rank SELECT r, amount WHERE r <= 3`, "nc_rank_proj",
+		`SELECT customer_id, id, r, amount FROM (` + ncRankRec + `) u WHERE r <= 3`},
+	{`TRANSFORM nc_union_proj FROM nc_union SELECT amount WHERE branch = 1 OR amount < -2`, "nc_union_proj",
+		`SELECT branch, id, c_id, amount FROM (` + ncUnionRec + `) u WHERE branch = 1 OR amount < -2`},
+	{`TRANSFORM nc_by_cust_proj FROM nc_by_cust SELECT n, amount WHERE n > 1`, "nc_by_cust_proj",
+		`SELECT customer_id, n, amount FROM (` + ncByCustRec + `) u WHERE n > 1`},
+	{`TRANSFORM nc_left_refunds FROM nc_left l JOIN nc_refunds rf ON rf.id = l.o_id SELECT l.amount, rf.amount AS refund`, "nc_left_refunds",
+		`SELECT u.o_id, u.c_id, rf.id, u.amount, rf.amount FROM (` + ncLeftRec + `) u JOIN nc_refunds rf ON rf.id = u.o_id`},
+	{`TRANSFORM nc_full_cust FROM nc_full f LEFT JOIN nc_customers cu ON cu.id = f.c_id SELECT f.o_id, f.c_id, f.amount, cu.region`, "nc_full_cust",
+		`SELECT u.o_id, u.c_id, cu.id, u.amount, cu.region FROM (` + ncFullRec + `) u LEFT JOIN nc_customers cu ON cu.id = u.c_id`},
+	// Chains over those: a projection of a projection, an aggregate of a
+	// join.
+	{`TRANSFORM nc_left_proj2 FROM nc_left_proj SELECT region`, "nc_left_proj2",
+		`SELECT o_id, c_id, region FROM (` + ncLeftRec + `) u WHERE amount > 4`},
+	{`TRANSFORM nc_full_cust_by_c FROM nc_full_cust SELECT c_id, count(*) AS n, count(region) AS regions GROUP BY c_id`, "nc_full_cust_by_c",
+		`SELECT u.c_id, count(*), count(cu.region) FROM (` + ncFullRec + `) u LEFT JOIN nc_customers cu ON cu.id = u.c_id GROUP BY u.c_id`},
 }
 
 // writeNullChainSources changes orders (their customer set to none and
@@ -155,6 +178,9 @@ INSERT INTO nc_refunds SELECT g, g % 6 FROM generate_series(1, 40) g`)
 	// group: orders without a customer).
 	require.NotEmpty(t, e.rows(`SELECT n FROM nc_left_by_c WHERE c_id IS NULL`))
 	require.NotEmpty(t, e.rows(`SELECT r FROM nc_left_ranked WHERE c_id IS NULL`))
+	require.NotEmpty(t, e.rows(`SELECT o_id FROM nc_left_proj WHERE c_id IS NULL`))
+	require.NotEmpty(t, e.rows(`SELECT o_id FROM nc_full_proj WHERE c_id IS NULL`))
+	require.NotEmpty(t, e.rows(`SELECT n FROM nc_by_cust_proj WHERE customer_id IS NULL`))
 	// The upstream's key stays nullable: a TRUNCATE rebuilds it whole,
 	// NULL keys and all, and its readers follow.
 	e.exec(`TRUNCATE nc_refunds; INSERT INTO nc_refunds SELECT g, g % 5 FROM generate_series(1, 30) g`)

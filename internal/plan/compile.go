@@ -133,6 +133,9 @@ func Compile(s *grammar.Transform, tables []*Table) (Spec, [][]string, error) {
 		err = compileJoin(&spec, s, tables)
 	default:
 		err = compileProjection(&spec, s, tables)
+		if err == nil && slices.Contains(from.KeyNulls, true) {
+			keyedProjection(&spec)
+		}
 	}
 	if err != nil {
 		return spec, nil, err
@@ -577,6 +580,19 @@ func compileProjection(spec *Spec, s *grammar.Transform, tables []*Table) error 
 		spec.Columns = append(spec.Columns, Column{Name: it.Name, Expr: it.Expr})
 	}
 	return nil
+}
+
+// keyedProjection makes a projection of a source whose key may be NULL a
+// join of one table (decision 0054): its key is the source's, named as
+// the source's key columns, as a projection's.
+func keyedProjection(spec *Spec) {
+	a := spec.Source.Alias
+	if a == "" {
+		a = spec.Source.Table
+	}
+	for _, k := range spec.Source.KeyCols {
+		spec.Key = append(spec.Key, Column{Name: k, Expr: ident.Quote(a) + "." + ident.Quote(k)})
+	}
 }
 
 // tableOf says which table a column reference belongs to: 0 the FROM

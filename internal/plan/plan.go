@@ -222,18 +222,22 @@ func (s *Spec) NullableKeys(src int) bool {
 
 // NullableKeyRefusal says why the definition cannot read a source whose
 // key may be NULL (decision 0049), "" when it can or reads none. Its
-// units must be groups or partitions (an aggregate, a window, a top-k,
+// units may be groups or partitions (an aggregate, a window, a top-k,
 // DISTINCT ON) over the tables of FROM and JOIN: a changed row of the
 // source is then only looked up by its key, NULL parts matching as its
-// unique index matches them. A projection, a join or a set operation
-// would make that key its own target's key, matched and paged by it
-// everywhere; an EXISTS or IN subquery correlates it.
+// unique index matches them. A projection, or an inner or left join of
+// two tables, may read one as its FROM table (decision 0054): its target
+// is keyed by that key, NULL parts and all, as a join's. A joined table,
+// a join of more tables, a FULL or RIGHT JOIN and a set operation would
+// make the key a part of units of their own; an EXISTS or IN subquery
+// correlates it.
 func (p *Plan) NullableKeyRefusal() string {
 	s := &p.Spec
 	var src *Source
-	for _, so := range s.Sources() {
+	pos := -1
+	for i, so := range s.Sources() {
 		if so.KeyMayBeNull() {
-			src = &so
+			src, pos = &so, i
 			break
 		}
 	}
@@ -256,8 +260,8 @@ func (p *Plan) NullableKeyRefusal() string {
 		return "a set operation reading " + what + ", is not supported: aggregate it in the branch's place (GROUP BY), or read the sources of " + src.Table
 	case slices.ContainsFunc(s.Semis, func(sj Semi) bool { return sj.Source.KeyMayBeNull() }):
 		return "EXISTS / IN (SELECT ...) over " + what + ", is not supported: join it instead"
-	case p.Kind() == KindProjection || p.Kind() == KindJoin:
-		return "a transform without GROUP BY, a window or DISTINCT ON reading " + what + ", is not supported (its target would be keyed by that key): group by the columns it selects, its key columns included (SELECT ... GROUP BY " + strings.Join(src.KeyCols, ", ") + ", ...), or read the sources of " + src.Table
+	case p.Kind() == KindJoin && (pos > 0 || p.Multi() || slices.ContainsFunc(s.Sources()[1:], func(so Source) bool { return so.KeyMayBeNull() })):
+		return "a transform reading " + what + ", is not supported (its target would be keyed by that key) as a joined table, in a join of three tables or more or with EXISTS / IN, or under a FULL or RIGHT JOIN: make it the FROM table of a projection or of an inner or left join of two tables, group by the columns it selects, its key columns included (SELECT ... GROUP BY " + strings.Join(src.KeyCols, ", ") + ", ...), or read the sources of " + src.Table
 	}
 	return ""
 }

@@ -43,10 +43,12 @@ func (p *Plan) keyTypes() []string {
 }
 
 // CheckPaged reports whether a check pages the target by ranges of the
-// FROM table's key (see BuildBound); an aggregate, a window and a FULL
-// JOIN (whose rows need not hold a FROM key) are checked in one page.
+// FROM table's key (see BuildBound); an aggregate, a window, a FULL JOIN
+// (whose rows need not hold a FROM key) and a join whose FROM key may be
+// NULL (row comparisons with a NULL part are unknown) are checked in one
+// page.
 func (p *Plan) CheckPaged() bool {
-	return p.Kind() != KindAggregate && p.Kind() != KindWindow && !p.Full()
+	return p.Kind() != KindAggregate && p.Kind() != KindWindow && !p.Full() && !p.Spec.Source.KeyMayBeNull()
 }
 
 // CheckColumns are the columns a check compares: every column that is not

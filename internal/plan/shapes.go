@@ -17,14 +17,18 @@ const (
 )
 
 // Kind tells projections, joins, aggregates (GROUP BY, with or without a
-// join) and windows (window functions, top-k, DISTINCT ON) apart.
+// join) and windows (window functions, top-k, DISTINCT ON) apart. A
+// projection of a source whose key may be NULL is kept as a join of one
+// table (it has a Key, decision 0054): its target is keyed by a unique
+// index NULLS NOT DISTINCT, built whole and recomputed by the FROM key as
+// a join's.
 func (p *Plan) Kind() string {
 	switch {
 	case p.Spec.Window != nil:
 		return KindWindow
 	case len(p.Spec.GroupBy) > 0, p.Spec.Global:
 		return KindAggregate
-	case p.Spec.Join != nil:
+	case p.Spec.Join != nil, len(p.Spec.Key) > 0:
 		return KindJoin
 	}
 	return KindProjection
@@ -295,7 +299,14 @@ func (p *Plan) RecomputeJoinKeys() []string {
 	}
 	// The target's rows of the keys, found through its key index.
 	unit := inQuery(tk, "SELECT "+strings.Join(kk, ", ")+" FROM k", src.KeyOps)
-	if len(tcols) == 1 && !isArrayType(src.KeyTypes[0]) {
+	if src.KeyMayBeNull() {
+		// A key with NULL parts matches as the unique index does.
+		names := make([]string, len(tcols))
+		for i, c := range tcols {
+			names[i] = c.Name
+		}
+		unit = "t.ctid = ANY (ARRAY(" + src.keyLookups(p.Target.Quoted(), names) + "))"
+	} else if len(tcols) == 1 && !isArrayType(src.KeyTypes[0]) {
 		// An array the planner cannot size keeps it on the target's key
 		// index: joined with the keys, it hashed the whole target.
 		o := opAt(src.KeyOps, 0)
@@ -313,7 +324,19 @@ func (p *Plan) joinKeysParts() (keys, query string) {
 	src := p.Spec.Source
 	keys = "k AS (" + unnestParams(1, src.KeyCols, src.KeyTypes) + ")"
 	cond := inQuery(p.srcKey(), "SELECT "+ident.List(src.KeyCols)+" FROM k", src.KeyOps)
+	if src.KeyMayBeNull() {
+		cond = ident.Quote(p.alias()) + ".ctid = ANY (ARRAY(" + src.keyLookups(ident.Qualified(src.Schema, src.Table), src.KeyCols) + "))"
+	}
 	return keys, p.shapeQuery(cond)
+}
+
+// keyLookups is nullSafeLookups of the keys CTE k (columns named as the
+// source's key columns, typed) in tbl, whose columns cols hold the
+// source's key.
+func (s Source) keyLookups(tbl string, cols []string) string {
+	return nullSafeLookups(tbl, "k", cols, s.KeyNulls, s.KeyOps,
+		func(i int) string { return "k." + ident.Quote(s.KeyCols[i]) },
+		func(i int) string { return "k." + ident.Quote(s.KeyCols[i]) + " IS NULL" })
 }
 
 // RecomputeGroups re-derives a set of groups of an aggregate (or
@@ -548,14 +571,15 @@ func (p *Plan) goneUnitRows(withNulls bool) string {
 // keyNullable says whether the target's key column i can hold NULL among
 // the rows of a keyed recompute: a joined table's key under a LEFT JOIN,
 // an aggregate's or window's group when the keys include a NULL group. The
-// FROM table's key is never NULL, but under a FULL JOIN.
+// FROM table's key is never NULL, but under a FULL JOIN or when its own
+// key may be (a target read by a chain, decisions 0049 and 0054).
 func (p *Plan) keyNullable(i int, withNulls bool) bool {
 	if p.Kind() == KindJoin {
 		if p.Full() {
 			return true // any table may be missing from a row
 		}
-		if i < len(p.Spec.Source.KeyCols) {
-			return false
+		if src := p.Spec.Source; i < len(src.KeyCols) {
+			return i < len(src.KeyNulls) && src.KeyNulls[i]
 		}
 		for _, j := range p.Spec.JoinList() {
 			if j.Left {
@@ -789,46 +813,54 @@ const maxNullArms = 16
 // the patterns, or IS NOT DISTINCT FROM, would keep a generic plan off the
 // index.
 func (c Changes) currentNullable(alias string) string {
+	tbl := ident.Qualified(c.Source.Schema, c.Source.Table)
+	return ident.Quote(alias) + ".ctid = ANY (ARRAY(" + nullSafeLookups(tbl, "chg", c.Source.KeyCols, c.Source.KeyNulls, c.Source.KeyOps,
+		func(i int) string { return fromKeyParam(fmt.Sprintf("chg.k%d", i+1), c.Source.KeyTypes[i]) },
+		func(i int) string { return fmt.Sprintf("chg.k%d IS NULL", i+1) }) + "))"
+}
+
+// nullSafeLookups is a query of the row ids (ctid) of the rows of tbl
+// whose columns cols are not distinct from a key of keys (a CTE or
+// table): one lookup per pattern of NULL parts over the columns that may
+// be NULL (nulls), each an index condition on cols (= with the key's
+// value, val(i), for a column with one; IS NULL for one without, where
+// isNull(i) holds), joined by UNION ALL. Beyond maxNullArms patterns it is
+// one lookup, exact but off the index (IS NOT DISTINCT FROM).
+func nullSafeLookups(tbl, keys string, cols []string, nulls []bool, ops []*Op, val, isNull func(i int) string) string {
 	var nullable []int
-	for i := range c.Source.KeyCols {
-		if i < len(c.Source.KeyNulls) && c.Source.KeyNulls[i] {
+	for i := range cols {
+		if i < len(nulls) && nulls[i] {
 			nullable = append(nullable, i)
 		}
 	}
-	tbl := ident.Qualified(c.Source.Schema, c.Source.Table) + " AS trellis_x"
-	col := func(i int) string { return "trellis_x." + ident.Quote(c.Source.KeyCols[i]) }
-	param := func(i int) string {
-		return fromKeyParam(fmt.Sprintf("chg.k%d", i+1), c.Source.KeyTypes[i])
-	}
+	col := func(i int) string { return "trellis_x." + ident.Quote(cols[i]) }
 	arm := func(match []string) string {
-		return "SELECT trellis_x.ctid FROM chg JOIN " + tbl + " ON " + strings.Join(match, " AND ")
+		return "SELECT trellis_x.ctid FROM " + keys + " JOIN " + tbl + " AS trellis_x ON " + strings.Join(match, " AND ")
+	}
+	if 1<<len(nullable) > maxNullArms {
+		var match []string
+		for i := range cols {
+			match = append(match, cmp(col(i), "IS NOT DISTINCT FROM", val(i), opAt(ops, i)))
+		}
+		return arm(match)
 	}
 	var arms []string
-	if 1<<len(nullable) > maxNullArms {
-		// Too many patterns: one lookup, exact but off the index.
+	for set := 0; set < 1<<len(nullable); set++ {
+		null := map[int]bool{}
+		for b, i := range nullable {
+			null[i] = set&(1<<b) != 0
+		}
 		var match []string
-		for i := range c.Source.KeyCols {
-			match = append(match, cmp(col(i), "IS NOT DISTINCT FROM", param(i), opAt(c.Source.KeyOps, i)))
+		for i := range cols {
+			if null[i] {
+				match = append(match, fmt.Sprintf("%s IS NULL AND %s", col(i), isNull(i)))
+				continue
+			}
+			match = append(match, cmp(col(i), "=", val(i), opAt(ops, i)))
 		}
 		arms = append(arms, arm(match))
-	} else {
-		for set := 0; set < 1<<len(nullable); set++ {
-			isNull := map[int]bool{}
-			for b, i := range nullable {
-				isNull[i] = set&(1<<b) != 0
-			}
-			var match []string
-			for i := range c.Source.KeyCols {
-				if isNull[i] {
-					match = append(match, fmt.Sprintf("%s IS NULL AND chg.k%d IS NULL", col(i), i+1))
-					continue
-				}
-				match = append(match, cmp(col(i), "=", param(i), opAt(c.Source.KeyOps, i)))
-			}
-			arms = append(arms, arm(match))
-		}
 	}
-	return ident.Quote(alias) + ".ctid = ANY (ARRAY(" + strings.Join(arms, " UNION ALL ") + "))"
+	return strings.Join(arms, " UNION ALL ")
 }
 
 // currentByKey is Changes.current for a table of one key column: the
