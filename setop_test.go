@@ -33,6 +33,9 @@ var setOpShapes = []struct{ stmt, target, recompute string }{
 		"regions_only", `SELECT region, amount % 3 AS m FROM sales WHERE amount > 1 EXCEPT SELECT region, amount % 3 FROM refunds`},
 	{`TRANSFORM regions_mix FROM sales SELECT region UNION SELECT region FROM refunds WHERE amount > 3 INTERSECT SELECT region FROM sales WHERE amount < 4 EXCEPT SELECT region FROM refunds WHERE amount = 0`,
 		"regions_mix", `SELECT region FROM sales UNION SELECT region FROM refunds WHERE amount > 3 INTERSECT SELECT region FROM sales WHERE amount < 4 EXCEPT SELECT region FROM refunds WHERE amount = 0`},
+	// Branches of one table read in one scan (decision 0057).
+	{`TRANSFORM ids_kept FROM sales SELECT id, amount WHERE amount >= 2 INTERSECT SELECT id, amount FROM sales WHERE region <> 'r2' EXCEPT SELECT id, amount FROM sales WHERE amount = 5`,
+		"ids_kept", `SELECT id, amount FROM sales WHERE amount >= 2 INTERSECT SELECT id, amount FROM sales WHERE region <> 'r2' EXCEPT SELECT id, amount FROM sales WHERE amount = 5`},
 }
 
 // Set operations stay equal to a fresh recompute under concurrent writers

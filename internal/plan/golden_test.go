@@ -83,6 +83,13 @@ var goldenCases = []goldenCase{
 		types: map[string]string{"region": "text", "customer_id": "bigint"},
 	},
 	{
+		name: "intersect_one_table",
+		stmt: "TRANSFORM paid FROM orders SELECT id, price WHERE price > 0 INTERSECT SELECT id, price FROM orders WHERE status = 'paid' EXCEPT SELECT id, price FROM orders WHERE region = 'none'",
+		tables: []*Table{table("public", "orders", "", []string{"id"}, orders...), table("public", "orders", "", []string{"id"}, orders...),
+			table("public", "orders", "", []string{"id"}, orders...)},
+		types: map[string]string{"id": "bigint", "price": "numeric"},
+	},
+	{
 		name: "union_all_joined_branches",
 		stmt: "TRANSFORM lines FROM orders o JOIN customers c ON c.id = o.customer_id SELECT o.id, c.name UNION ALL SELECT i.order_id, p.title FROM items i LEFT JOIN products p ON p.id = i.product_id WHERE EXISTS (SELECT 1 FROM regions r WHERE r.id = i.line)",
 		tables: []*Table{table("public", "orders", "o", []string{"id"}, orders...), table("public", "customers", "c", []string{"id"}, customers...),

@@ -198,3 +198,114 @@ func TestMultiColumnUnitRecomputeIsLinear(t *testing.T) {
 		})
 	}
 }
+
+// TestOneTableSetOperationReadsEachRowOnce: the branches of an INTERSECT
+// or EXCEPT that read one table (the same outputs, each its own WHERE)
+// are read in one scan of it (decision 0057): a page's keyed recompute,
+// under the generic plan a drain worker's prepared statement gets,
+// probes the table's index once per unit, not once per unit and branch,
+// and the changed rows' units are found by one query, not one per
+// branch. Read apart, each branch probed the index for every unit (two
+// branches: 4,000 probes for 2,000 units) and had its own query. The
+// page's rows gone from the target are deleted by the ctid their unit's
+// probe found: found by EXCEPT, each was probed again (3,000 target
+// probes for 2,000 units, 1,000 of them gone).
+func TestOneTableSetOperationReadsEachRowOnce(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const n = 2000 // units of a page: 1,000 rows, each its old and its new value
+	src := []string{"id bigint", "v integer", "w integer"}
+	srcT := table("public", "osrc", "", []string{"id"}, src...)
+	cases := []goldenCase{
+		{name: "intersect", stmt: "TRANSFORM o_both FROM osrc SELECT id, v WHERE v >= 0 INTERSECT SELECT id, v FROM osrc WHERE w > 0",
+			tables: []*Table{srcT, srcT}, types: map[string]string{"id": "bigint", "v": "integer"}},
+		{name: "except", stmt: "TRANSFORM o_only FROM osrc SELECT id, v WHERE v >= 0 EXCEPT SELECT id, v FROM osrc WHERE w < 0 EXCEPT SELECT id, v FROM osrc WHERE v = 7",
+			tables: []*Table{srcT, srcT, srcT}, types: map[string]string{"id": "bigint", "v": "integer"}},
+	}
+	url := testsupport.Database(t)
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer func() { _ = conn.Close(context.Background()) }()
+	exec := func(q string, args ...any) {
+		t.Helper()
+		_, err := conn.Exec(ctx, q, args...)
+		require.NoError(t, err, q)
+	}
+	exec("CREATE TABLE public.osrc (id bigint PRIMARY KEY, v integer NOT NULL, w integer NOT NULL)")
+	exec("INSERT INTO public.osrc SELECT g, g % 100, g % 7 - 3 FROM generate_series(1, 100000) g")
+	exec("ANALYZE public.osrc")
+	// A page of 1,000 changed rows, each v moved up by one since the
+	// target was built: its units are each row's old value (a row gone,
+	// where the branches kept it) and its new one.
+	ids := make([]string, n)
+	vs := make([]string, n)
+	var changed []string
+	for i := range ids {
+		id := 1 + (i/2)*97
+		ids[i], vs[i] = fmt.Sprint(id), fmt.Sprint(id%100+i%2)
+		if i%2 == 0 {
+			changed = append(changed, ids[i])
+		}
+	}
+	args := fmt.Sprintf("'{%s}', '{%s}'", strings.Join(ids, ","), strings.Join(vs, ","))
+	for _, c := range cases {
+		pl, _ := planOf(t, c)
+		for _, q := range strings.Split(pl.CreateShapeTarget(), ";\n") {
+			exec(q)
+		}
+		for _, q := range pl.ShapeResync() {
+			exec(q)
+		}
+		exec("ANALYZE " + pl.Target.Quoted())
+		t.Run(c.name, func(t *testing.T) {
+			var queries int
+			for pos := range c.tables {
+				src := pl.Spec.Sources()[pos]
+				ch := Changes{Source: src, CapCols: src.Needs}
+				for _, col := range src.Needs {
+					ch.CapTypes = append(ch.CapTypes, c.tables[pos].Columns[col])
+				}
+				if pl.AffectedBranch(ch, pos, 64) != "" {
+					queries++
+				}
+			}
+			require.Equal(t, 1, queries, "one query finds the units of every branch of the table")
+			stmts := pl.RecomputeGroups(false)
+			require.Len(t, stmts, 1)
+			tx, err := conn.Begin(ctx)
+			require.NoError(t, err)
+			defer func() { _ = tx.Rollback(context.Background()) }()
+			for _, s := range []string{"SET LOCAL plan_cache_mode = force_generic_plan", "SET LOCAL statement_timeout = '60s'",
+				"UPDATE public.osrc SET v = v + 1 WHERE id IN (" + strings.Join(changed, ", ") + ")",
+				fmt.Sprintf("PREPARE %s_page AS %s", c.name, stmts[0])} {
+				_, err := tx.Exec(ctx, s)
+				require.NoError(t, err, s)
+			}
+			var raw []byte
+			require.NoError(t, tx.QueryRow(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE %s_page(%s)", c.name, args)).Scan(&raw))
+			var plan []map[string]any
+			require.NoError(t, json.Unmarshal(raw, &plan))
+			var probes, targetProbes float64
+			for _, w := range planNodes(plan[0]["Plan"].(map[string]any)) {
+				switch {
+				case w.relation == "osrc":
+					require.Contains(t, w.node, "Index", "a page scans the whole of osrc: %s", raw)
+					probes += w.loops
+				case w.relation == pl.Target.Name && strings.Contains(w.node, "Index"):
+					targetProbes += w.loops
+				}
+			}
+			require.Equal(t, float64(n), probes, "osrc's index is probed once per unit of the page: %s", raw)
+			require.Equal(t, float64(n), targetProbes, "the target's index is probed once per unit of the page: %s", raw)
+			// The page made the target what the definition yields.
+			var wrong, gone int
+			def := pl.Query()
+			require.NoError(t, tx.QueryRow(ctx, fmt.Sprintf(`SELECT (SELECT count(*) FROM ((SELECT id, v FROM %[1]s EXCEPT SELECT id, v FROM (%[2]s) d)
+				UNION ALL (SELECT id, v FROM (%[2]s) d EXCEPT SELECT id, v FROM %[1]s)) x), (SELECT count(*) FROM %[1]s WHERE id IN (%[3]s) AND v = id %% 100)`,
+				pl.Target.Quoted(), def, strings.Join(changed, ", "))).Scan(&wrong, &gone))
+			require.Zero(t, wrong, "target rows differ from the definition's after the page")
+			require.Zero(t, gone)
+		})
+	}
+}

@@ -611,9 +611,14 @@ func countedRows(parts []string, names []string, tree *grammar.SetNode, ordinal 
 // column is NULL in every branch.
 func (p *Plan) setOpFrom() string {
 	so := p.Spec.SetOp
-	marker := (p.Spec.Having != "" && !so.Over()) || so.Counted
-	parts := make([]string, len(so.Branches))
+	marker := p.setOpMarker()
+	groups := so.scanGroups(p.mergesScans())
+	parts := make([]string, 0, len(so.Branches))
 	for i, b := range so.Branches {
+		group := groups[i]
+		if len(group) == 0 {
+			continue // read by the scan of its group's first branch
+		}
 		var sel []string
 		out := func(expr string, c Column) {
 			if c.Paused && c.Type != "" {
@@ -644,7 +649,9 @@ func (p *Plan) setOpFrom() string {
 			}
 			out(b.Cols[j], c)
 		}
-		if marker {
+		if marker && len(group) > 1 {
+			sel = append(sel, "trellis_m.b AS "+ident.Quote(setBranchMarker))
+		} else if marker {
 			sel = append(sel, fmt.Sprintf("%d AS %s", i+1, ident.Quote(setBranchMarker)))
 		}
 		where := ""
@@ -652,6 +659,9 @@ func (p *Plan) setOpFrom() string {
 			where = " WHERE (" + b.Where + ")"
 		}
 		from := ident.Qualified(b.Source.Schema, b.Source.Table) + " AS " + ident.Quote(aliasOf(b.Source))
+		if len(group) > 1 {
+			from, where = so.groupScan(from, group)
+		}
 		if b.Joined() {
 			bp := &Plan{Spec: b.spec()}
 			from = bp.fromClause()
@@ -662,7 +672,7 @@ func (p *Plan) setOpFrom() string {
 		if b.Having != "" {
 			where += " HAVING (" + b.Having + ")"
 		}
-		parts[i] = fmt.Sprintf("SELECT %s FROM %s%s", strings.Join(sel, ", "), from, where)
+		parts = append(parts, fmt.Sprintf("SELECT %s FROM %s%s", strings.Join(sel, ", "), from, where))
 	}
 	if so.Counted {
 		names := so.Outputs
@@ -672,6 +682,102 @@ func (p *Plan) setOpFrom() string {
 		return countedRows(parts, names, so.Tree, !so.Over())
 	}
 	return "(" + strings.Join(parts, " UNION ALL ") + ") AS " + ident.Quote(setOpAlias)
+}
+
+// scanGroups are, by branch, the branches read in one scan of their
+// table with it: the branches of a set operation without ALL that read
+// one table under one name, with no join, aggregate or GROUP BY, and
+// yield the same expressions (INTERSECT or EXCEPT of one table's rows,
+// as SELECT id, v FROM t WHERE a INTERSECT SELECT id, v FROM t WHERE b;
+// not one that keeps copies by count). A group is listed at its first
+// branch; the others have none, and a branch read alone is a group of
+// one. Read apart, each branch probed the table's index once per unit of
+// a page, and found the same row again (decision 0057). Without merge
+// every branch is read alone: the rows must carry their branch's number
+// (setOpMarker), which tells a group's rows apart, and the statements
+// must run with nested loops on (a group's scan is one: PlannerSettings
+// turns them off for a unit of one column).
+func (s *SetOp) scanGroups(merge bool) [][]int {
+	out := make([][]int, len(s.Branches))
+	head := make([]int, len(s.Branches))
+	for i, b := range s.Branches {
+		head[i] = i
+		if merge && !s.All && !s.Counted && !s.Over() && s.scansAlone(b) {
+			for j := 0; j < i; j++ {
+				if head[j] == j && s.scansAlone(s.Branches[j]) && sameScan(s.Branches[j], b) {
+					head[i] = j
+					break
+				}
+			}
+		}
+		out[head[i]] = append(out[head[i]], i)
+	}
+	return out
+}
+
+// scansAlone says a branch reads its one table row by row: no join,
+// semi-join, aggregate or GROUP BY.
+func (s *SetOp) scansAlone(b Branch) bool {
+	return !b.Joined() && !b.Aggregated && len(b.GroupBy) == 0 && b.Having == ""
+}
+
+// sameScan says two branches read the same table under the same name
+// and yield the same expressions.
+func sameScan(a, b Branch) bool {
+	return a.Source.Schema == b.Source.Schema && a.Source.Table == b.Source.Table && aliasOf(a.Source) == aliasOf(b.Source) &&
+		slices.Equal(a.Keys, b.Keys) && slices.Equal(a.Cols, b.Cols) && slices.Equal(a.Outs, b.Outs)
+}
+
+// groupScan is the FROM and WHERE clauses of a group of branches read in
+// one scan of their table (from): each row is paired with each branch's
+// number (trellis_m.b, its marker) and kept where that branch's WHERE
+// holds, a CASE so that each condition is evaluated only for its own
+// branch, as when the branches were read apart. A condition on the
+// group's outputs (a page's unit) is one on the table alone, so an index
+// on it serves the scan.
+func (s *SetOp) groupScan(from string, group []int) (string, string) {
+	vals := make([]string, len(group))
+	var when strings.Builder
+	for k, i := range group {
+		vals[k] = fmt.Sprintf("(%d)", i+1)
+		w := "true"
+		if s.Branches[i].Where != "" {
+			w = "(" + s.Branches[i].Where + ")"
+		}
+		fmt.Fprintf(&when, " WHEN %d THEN %s", i+1, w)
+	}
+	return fmt.Sprintf("%s CROSS JOIN (VALUES %s) AS trellis_m(b)", from, strings.Join(vals, ", ")),
+		" WHERE CASE trellis_m.b" + when.String() + " END"
+}
+
+// groupWhere is the condition a row of a group of branches read in one
+// scan (scanGroups) meets to be in one of them at least: the OR of their
+// WHEREs, "" when one has none.
+func (s *SetOp) groupWhere(group []int) string {
+	var ws []string
+	for _, i := range group {
+		w := s.Branches[i].Where
+		if w == "" {
+			return ""
+		}
+		ws = append(ws, "("+w+")")
+	}
+	return strings.Join(ws, " OR ")
+}
+
+// setOpMarker says the rows of the set operation's branches carry their
+// branch's number (setBranchMarker): a presence test (HAVING) or counts
+// read it.
+func (p *Plan) setOpMarker() bool {
+	so := p.Spec.SetOp
+	return (p.Spec.Having != "" && !so.Over()) || so.Counted
+}
+
+// mergesScans says branches of one table may be read in one scan
+// (SetOp.scanGroups): the rows carry their branch's number, and the keyed
+// recompute probes units of several columns, with nested loops on.
+func (p *Plan) mergesScans() bool {
+	return p.setOpMarker() && p.multiUnit()
 }
 
 // slotType is the type of an added key column before the target records
@@ -699,7 +805,8 @@ func (p *Plan) slotType(c Column) string {
 // rows (an aggregating branch's groups of them, reached along its join
 // when it joins: decision 0056); otherwise the distinct rows their old
 // values and current rows give in that branch. Returns the keys as text
-// and their bucket.
+// and their bucket; "" for a branch read in one scan with an earlier one
+// (scanGroups), whose query finds the keys of both.
 func (p *Plan) AffectedBranch(c Changes, pos, buckets int) string {
 	i, local := p.Spec.SetOp.branchAt(pos)
 	if p.Spec.SetOp.Over() {
@@ -757,6 +864,17 @@ func (p *Plan) AffectedBranch(c Changes, pos, buckets int) string {
 	where := ""
 	if b.Where != "" {
 		where = " AND (" + b.Where + ")"
+	}
+	// Branches read in one scan (scanGroups) find their units in one
+	// query, at the group's first branch, and the others in none.
+	switch group := p.Spec.SetOp.scanGroups(p.mergesScans())[i]; {
+	case len(group) == 0:
+		return ""
+	case len(group) > 1:
+		where = ""
+		if w := p.Spec.SetOp.groupWhere(group); w != "" {
+			where = " AND (" + w + ")"
+		}
 	}
 	old := fmt.Sprintf("SELECT %s FROM %s WHERE true%s", strings.Join(exprs, ", "), c.oldImage(a), where)
 	cur := fmt.Sprintf("SELECT %s FROM %s AS %s WHERE %s%s", strings.Join(exprs, ", "),

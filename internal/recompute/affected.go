@@ -102,8 +102,12 @@ func affectedPositions(ctx context.Context, q catalog.Querier, t *catalog.Transf
 			}
 		}
 		ch := plan.Changes{Source: side, CapCols: s.CapCols, CapTypes: s.CapTypes, Part: part}
+		qs := query(ch, pos)
+		if qs == "" {
+			continue // found by another position's query (plan.AffectedBranch)
+		}
 		args := ch.Args(len(changes), func(i int) ([]*string, []*string) { return changes[i].Key, changes[i].Vals })
-		if err := runAffected(ctx, q, t, s, []string{query(ch, pos)}, args, add); err != nil {
+		if err := runAffected(ctx, q, t, s, []string{qs}, args, add); err != nil {
 			return err
 		}
 	}
