@@ -579,6 +579,9 @@ func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *ledger.Page, caref
 	var order []int
 	works := map[int]*recompute.Set{}
 	for _, s := range srcs {
+		// The source's changed keys, made once for every transform that
+		// recomputes exactly those (decision 0059).
+		var shared *recompute.Keys
 		for _, t := range w.bySrc[s] {
 			if t.State == trellistype.StatePaused {
 				continue
@@ -589,11 +592,19 @@ func (w *Worker) applyPage(ctx context.Context, tx pgx.Tx, p *ledger.Page, caref
 				works[t.ID] = wk
 				order = append(order, t.ID)
 			}
+			sc := bySrc[s]
+			if !careful && !sc.truncate && !wk.Resync && len(sc.rows) > 0 && recompute.ChangedKeysOnly(t, wk.Plan, s) {
+				if shared == nil {
+					shared = recompute.NewKeys(sc.rows)
+				}
+				wk.AddKeys(shared)
+				continue
+			}
 			affected := w.affected
 			if careful {
 				affected = w.affectedCareful
 			}
-			if err := affected(ctx, tx, wk, s, bySrc[s]); err != nil {
+			if err := affected(ctx, tx, wk, s, sc); err != nil {
 				return srcs, &transformError{t: t, err: err}
 			}
 		}

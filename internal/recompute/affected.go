@@ -9,6 +9,25 @@ import (
 	"github.com/trellis-pg/trellis/internal/plan"
 )
 
+// ChangedKeysOnly reports whether the target keys of t, under plan pl,
+// that changes of its source src touch are exactly the changed keys (a
+// projection, a join's FROM side that is not also its joined side): Affected
+// then only adds them, and the drain shares one set of them among all such
+// transforms of a page (NewKeys, Set.AddKeys; decision 0059).
+func ChangedKeysOnly(t *catalog.Transform, pl *plan.Plan, src int) bool {
+	spec := t.Spec
+	if spec.SetOp != nil || pl.Multi() || spec.Source.ID != src {
+		return false
+	}
+	switch pl.Kind() {
+	case plan.KindProjection:
+		return true
+	case plan.KindJoin:
+		return spec.Join == nil || spec.Join.Source.ID != src
+	}
+	return false
+}
+
 // Affected hands to add every target key of t, under plan pl, that changes
 // of its source src touch, with the key's bucket: the changed keys
 // themselves where they are target keys (a projection, a join's FROM

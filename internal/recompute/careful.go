@@ -449,6 +449,7 @@ func (ap *applier) dropHeld(ctx context.Context, tx pgx.Tx, wk *Set) error {
 		if err := rows.Scan(&t); err != nil {
 			return err
 		}
+		wk.own()
 		if whole && t == RenderKey(wholeKey()) {
 			clear(wk.keys)
 		}

@@ -137,7 +137,7 @@ func (r *Recomputer) applyKeysPlanned(ctx context.Context, tx pgx.Tx, t *catalog
 		}
 	}
 	for start := 0; start < len(keys); start += ledger.PageTarget {
-		clear(wk.keys)
+		wk.clearKeys()
 		for _, k := range keys[start:min(start+ledger.PageTarget, len(keys))] {
 			wk.Add(k, 0)
 		}
@@ -174,7 +174,7 @@ func (r *Recomputer) SampleKeys(ctx context.Context, tx pgx.Tx, t *catalog.Trans
 	ap := r.applier(&Tally{})
 	wk := NewSet(t)
 	for start := 0; start < len(keys); start += ledger.PageTarget {
-		clear(wk.keys)
+		wk.clearKeys()
 		for _, k := range keys[start:min(start+ledger.PageTarget, len(keys))] {
 			wk.Add(k, 0)
 		}
