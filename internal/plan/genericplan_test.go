@@ -222,3 +222,70 @@ func TestNullableKeyLookupUsesTheIndex(t *testing.T) {
 	require.NoError(t, rows.Err())
 	require.ElementsMatch(t, []string{"500", "400"}, groups)
 }
+
+// TestNullableKeyProjectionUsesTheIndex checks the keyed recompute of a
+// projection of a target whose key may be NULL (decision 0054): in a
+// generic plan it reads neither the source nor its own target whole (each
+// key is looked up through their unique indexes, one lookup per pattern
+// of NULL parts), and a key with a NULL part matches only the row whose
+// key is not distinct from it: (5, NULL) is upserted, (7, NULL), gone
+// from the source, deleted, and (5, 99) and (7, 17), no keys of the
+// page, kept.
+func TestNullableKeyProjectionUsesTheIndex(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	lj := table("public", "ljp", "", []string{"o_id", "c_id"}, "o_id integer", "c_id integer", "amount integer")
+	lj.KeyNulls = []bool{false, true}
+	pl, _ := planOf(t, goldenCase{
+		name:   "nullable_key_projection",
+		stmt:   "TRANSFORM ljp_big FROM ljp SELECT amount WHERE amount > 0",
+		tables: []*Table{lj},
+		types:  map[string]string{"o_id": "integer", "c_id": "integer", "amount": "integer"},
+	})
+	require.Equal(t, KindJoin, pl.Kind())
+	url := testsupport.Database(t)
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer func() { _ = conn.Close(context.Background()) }()
+	exec := func(q string) {
+		t.Helper()
+		_, err := conn.Exec(ctx, q)
+		require.NoError(t, err, q)
+	}
+	exec("CREATE TABLE public.ljp (o_id integer, c_id integer, amount integer)")
+	exec("INSERT INTO public.ljp SELECT g, CASE WHEN g % 3 = 0 THEN NULL ELSE g + 10 END, g * 100 FROM generate_series(1, 20000) g")
+	exec("UPDATE public.ljp SET c_id = NULL WHERE o_id = 5")
+	exec("CREATE UNIQUE INDEX ON public.ljp (o_id, c_id) NULLS NOT DISTINCT")
+	for _, q := range strings.Split(pl.CreateShapeTarget(), ";\n") {
+		exec(q)
+	}
+	exec("INSERT INTO public.ljp_big SELECT o_id, c_id, amount FROM public.ljp WHERE amount > 0")
+	exec("INSERT INTO public.ljp_big VALUES (7, NULL, 1), (5, 99, 2)")
+	exec("UPDATE public.ljp SET amount = 1 WHERE o_id = 5")
+	exec("ANALYZE public.ljp")
+	exec("ANALYZE public.ljp_big")
+	exec("SET plan_cache_mode = force_generic_plan")
+	qs := pl.RecomputeJoinKeys()
+	require.Len(t, qs, 1)
+	exec("PREPARE nkp AS " + qs[0])
+	args := "('{5,4,7}', '{NULL,14,NULL}')"
+	var raw []byte
+	require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) EXECUTE nkp"+args).Scan(&raw))
+	var plan []map[string]any
+	require.NoError(t, json.Unmarshal(raw, &plan))
+	require.Empty(t, seqScans(plan[0]["Plan"].(map[string]any)), "%s", raw)
+	var deleted, upserted int64
+	require.NoError(t, conn.QueryRow(ctx, "EXECUTE nkp"+args).Scan(&deleted, &upserted))
+	require.Equal(t, []int64{1, 1}, []int64{deleted, upserted})
+	var rows []string
+	r, err := conn.Query(ctx, "SELECT o_id || ',' || coalesce(c_id::text, 'NULL') || ',' || amount FROM public.ljp_big WHERE o_id IN (4, 5, 7) ORDER BY 1")
+	require.NoError(t, err)
+	for r.Next() {
+		var s string
+		require.NoError(t, r.Scan(&s))
+		rows = append(rows, s)
+	}
+	require.NoError(t, r.Err())
+	require.Equal(t, []string{"4,14,400", "5,99,2", "5,NULL,1", "7,17,700"}, rows)
+}
