@@ -131,3 +131,87 @@ func TestUnionAllOfJoinedAggregatingBranches(t *testing.T) {
 		e.assertMatches(d.target, d.recompute)
 	}
 }
+
+// mixedBranchShapes are UNION ALLs of aggregating and plain branches
+// (decision 0056): a plain branch's rows are keyed by the branch, its
+// outputs in the groups' positions and its table's key.
+var mixedBranchShapes = []struct{ stmt, target, recompute string }{
+	{`TRANSFORM mixed FROM sales SELECT region, count(*) AS n, sum(amount) AS total GROUP BY region
+		UNION ALL SELECT region, id, amount FROM refunds WHERE amount > 1`,
+		"mixed", `SELECT 1::smallint AS branch, region, NULL::int AS refunds_id, count(*) AS n, sum(amount) AS total FROM sales GROUP BY region
+		UNION ALL SELECT 2, region, id, id, amount FROM refunds WHERE amount > 1`},
+	{`TRANSFORM mixed_global FROM refunds SELECT amount * 2 AS v UNION ALL SELECT count(*) FROM sales`,
+		"mixed_global", `SELECT 1::smallint AS branch, id AS refunds_id, amount * 2 AS v FROM refunds UNION ALL SELECT 2, NULL, count(*) FROM sales`},
+	{`TRANSFORM mixed_join FROM sales s JOIN tiers t ON t.region = s.region SELECT t.tier, count(*) AS n GROUP BY t.tier
+		UNION ALL SELECT tier, 1 FROM tiers WHERE region <> 'r0'`,
+		"mixed_join", `SELECT 1::smallint AS branch, t.tier, NULL::text AS tiers_region, count(*) AS n FROM sales s JOIN tiers t ON t.region = s.region GROUP BY t.tier
+		UNION ALL SELECT 2, tier, region, 1 FROM tiers WHERE region <> 'r0'`},
+}
+
+// A UNION ALL of aggregating and plain branches stays equal to a fresh
+// recompute (both ways) under concurrent writers and a second client's
+// drain workers, and the strict self-check agrees. It was refused before
+// ("branch 2 of the UNION ALL does not aggregate and another branch
+// does").
+func TestUnionAllOfAggregatingAndPlainBranches(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE sales (id bigint PRIMARY KEY, region text, amount int)`)
+	e.exec(`CREATE TABLE refunds (id int PRIMARY KEY, region text, amount int)`)
+	e.exec(`CREATE TABLE tiers (region text PRIMARY KEY, tier int)`)
+	e.exec(`INSERT INTO sales SELECT g, CASE WHEN g % 9 = 0 THEN NULL ELSE 'r' || (g % 7) END, g % 7 FROM generate_series(1, 200) g`)
+	e.exec(`INSERT INTO refunds SELECT g, CASE WHEN g % 11 = 0 THEN NULL ELSE 'r' || (g % 8) END, g % 6 FROM generate_series(1, 120) g`)
+	e.exec(`INSERT INTO tiers SELECT 'r' || g, g % 3 FROM generate_series(0, 5) g`)
+	c := e.engine()
+	for _, d := range mixedBranchShapes {
+		_, err := c.Define(e.ctx, d.stmt)
+		require.NoError(t, err, d.stmt)
+	}
+	for _, d := range mixedBranchShapes {
+		e.waitState(c, d.target, trellis.StateLive)
+		e.assertMatches(d.target, d.recompute)
+	}
+	keyOf := func(target string) [][]string {
+		return e.rows(`SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+			WHERE i.indrelid = $1::regclass AND i.indisunique ORDER BY array_position(i.indkey::int2[], a.attnum)`, target)
+	}
+	require.Equal(t, [][]string{{"branch"}, {"region"}, {"refunds_id"}}, keyOf("mixed"))
+	require.Equal(t, [][]string{{"branch"}, {"refunds_id"}}, keyOf("mixed_global"))
+	st, err := c.Status(e.ctx, "mixed")
+	require.NoError(t, err)
+	require.Equal(t, []trellis.SourceIndexGap{
+		{Table: "public.sales", Columns: []string{"region"}, Role: trellis.RoleGroupBy, Fix: `CREATE INDEX ON "public"."sales" USING btree (region);`},
+	}, st.SourceIndexGaps, "the plain branch's rows are found by refunds' key")
+	e.exec(`CREATE INDEX ON sales (region)`)
+	e.exec(`CREATE INDEX ON tiers (tier)`)
+
+	// Step by step: a plain row moves with its output in the groups'
+	// position, leaves with its WHERE, and a group beside it is kept.
+	e.exec(`INSERT INTO refunds VALUES (5000, 'solo', 5)`)
+	e.exec(`INSERT INTO sales VALUES (5000, 'solo', 3)`)
+	e.converge(c)
+	require.Equal(t, [][]string{{"1", "<nil>", "1", "3"}, {"2", "5000", "5000", "5"}}, e.rows(`SELECT branch, refunds_id, n, total FROM mixed WHERE region = 'solo' ORDER BY 1`))
+	e.exec(`UPDATE refunds SET region = 'solo2' WHERE id = 5000`)
+	e.converge(c)
+	require.Equal(t, [][]string{{"1", "<nil>", "1", "3"}}, e.rows(`SELECT branch, refunds_id, n, total FROM mixed WHERE region = 'solo' ORDER BY 1`))
+	e.exec(`UPDATE refunds SET amount = 0 WHERE id = 5000`)
+	e.converge(c)
+	require.Empty(t, e.rows(`SELECT branch FROM mixed WHERE region = 'solo2'`))
+	for _, d := range mixedBranchShapes {
+		e.assertMatches(d.target, d.recompute)
+	}
+
+	e.connect(trellis.Options{DrainWorkers: 2})
+	writeSalesAndRefunds(t, e, 37, true)
+	e.converge(c)
+	for _, d := range mixedBranchShapes {
+		e.assertMatches(d.target, d.recompute)
+		requireConsistent(t, d.target, e.selfCheck(c, d.target, trellis.SelfCheckStrict))
+	}
+	e.exec(`TRUNCATE refunds`)
+	e.exec(`UPDATE tiers SET region = 'r6' WHERE region = 'r1'`)
+	e.converge(c)
+	for _, d := range mixedBranchShapes {
+		e.assertMatches(d.target, d.recompute)
+	}
+}

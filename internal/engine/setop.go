@@ -104,8 +104,9 @@ func setOpIndexes(spec plan.Spec) []neededIndex {
 		switch {
 		case spec.SetOp.All && !spec.SetOp.Over():
 			// An aggregating branch's groups are found by its first GROUP
-			// BY output; UNION ALL's other rows by each table's key.
-			if !b.Aggregated || len(b.Keys) < 2 {
+			// BY output; UNION ALL's other rows (a plain branch's beside
+			// aggregating ones too) by each table's key.
+			if !b.Aggregated || len(b.GroupBy) == 0 {
 				continue
 			}
 			expr = b.Keys[1]

@@ -374,8 +374,10 @@ func CompileSetOp(tree *grammar.SetNode, branches []*grammar.Transform, tables [
 			for _, c := range append(slices.Clone(b.GroupByColumns), b.WhereColumns...) {
 				need = appendNew(need, c.Column)
 			}
-		case !spec.SetOp.All:
-			// A row's old values give the distinct rows it was part of.
+		case !spec.SetOp.All, spec.SetOp.grouped():
+			// A plain branch beside aggregating ones: a row's old values
+			// give its key (outputs in the groups' positions, decision
+			// 0056); without ALL the distinct rows it was part of.
 			need = reads
 		}
 		br[i].Source.Needs = need
@@ -392,10 +394,14 @@ func branchAggregates(b *grammar.Transform) bool { return b.Aggregated() || b.Di
 
 // compileAggregatedBranches sets the key and columns of a UNION ALL whose
 // branches aggregate (decision 0044): a row is one group of one branch,
-// keyed by the branch and its GROUP BY outputs, which every branch must
-// select in the same positions (none for aggregates without GROUP BY: a
-// row per branch). Its unit is the whole key: a change of a branch's
-// table recomputes the groups of its old and new rows in that branch.
+// keyed by the branch and its GROUP BY outputs, which every aggregating
+// branch must select in the same positions (none for aggregates without
+// GROUP BY: a row per branch). Its unit is the whole key: a change of a
+// branch's table recomputes the groups of its old and new rows in that
+// branch. A plain branch among them (decision 0056) reads one table and
+// selects outputs in those positions too; its rows add its table's key
+// columns to the key (<alias>_<column>, NULL in the other branches'
+// rows), and a change recomputes the keys of its old and new rows.
 func compileAggregatedBranches(spec *Spec, tree *grammar.SetNode, branches []*grammar.Transform, tables [][]*Table, names []string) error {
 	br := spec.SetOp.Branches
 	if !tree.OnlyUnionAll() {
@@ -404,10 +410,15 @@ func compileAggregatedBranches(spec *Spec, tree *grammar.SetNode, branches []*gr
 	if slices.Contains(names, BranchColumn) {
 		return errs.New(trellistype.CodeValidation, "the output name %s is taken: a UNION ALL target has a column %s saying which branch a row comes from; rename that output", BranchColumn, BranchColumn)
 	}
-	var first []int
+	first := []int(nil)
+	seen := false
+	firstAt := 0 // the first aggregating branch
 	for i, b := range branches {
 		if !branchAggregates(b) {
-			return errs.New(trellistype.CodeValidation, "branch %d of the UNION ALL does not aggregate and another branch does: each row of a UNION ALL with GROUP BY is a group of its branch, so every branch aggregates (GROUP BY, an aggregate or DISTINCT); define the aggregating branches as transforms and read their targets in the branches", i+1)
+			if br[i].Joined() {
+				return errs.New(trellistype.CodeValidation, "branch %d of the UNION ALL joins tables without aggregating, and another branch aggregates: a plain branch beside aggregating ones reads one table (its rows are keyed by its key); define the join as a transform and read its target in the branch, or aggregate the branch (GROUP BY its key columns)", i+1)
+			}
+			continue
 		}
 		var pos []int
 		for _, g := range b.GroupBy {
@@ -418,10 +429,10 @@ func compileAggregatedBranches(spec *Spec, tree *grammar.SetNode, branches []*gr
 			pos = append(pos, idx)
 		}
 		slices.Sort(pos)
-		if i == 0 {
-			first = pos
+		if !seen {
+			first, seen, firstAt = pos, true, i
 		} else if !slices.Equal(pos, first) {
-			return errs.New(trellistype.CodeValidation, "branch %d of the UNION ALL groups by other outputs than branch 1 (outputs %v, branch 1's %v): every branch groups by the outputs in the same positions, which with the branch are the target's key", i+1, plusOne(pos), plusOne(first))
+			return errs.New(trellistype.CodeValidation, "branch %d of the UNION ALL groups by other outputs than branch %d (outputs %v, branch %d's %v): every branch groups by the outputs in the same positions, which with the branch are the target's key", i+1, firstAt+1, plusOne(pos), firstAt+1, plusOne(first))
 		}
 	}
 	spec.Key = append(spec.Key, Column{Name: BranchColumn, Expr: setCol(BranchColumn)})
@@ -434,7 +445,7 @@ func compileAggregatedBranches(spec *Spec, tree *grammar.SetNode, branches []*gr
 		}
 	}
 	for i, b := range branches {
-		br[i].Aggregated, br[i].GroupBy, br[i].Having = true, b.GroupBy, b.Having
+		br[i].Aggregated, br[i].GroupBy, br[i].Having = branchAggregates(b), b.GroupBy, b.Having
 		br[i].Keys = append(br[i].Keys, fmt.Sprintf("%d::smallint", i+1))
 		for _, j := range first {
 			br[i].Keys = append(br[i].Keys, b.Select[j].Expr)
@@ -453,12 +464,53 @@ func compileAggregatedBranches(spec *Spec, tree *grammar.SetNode, branches []*gr
 			}
 		}
 	}
+	// A plain branch's rows are told apart by its table's key: a column
+	// <alias>_<column> for each key column, shared by plain branches
+	// whose column has that name and type, NULL in other branches' rows.
+	slot := map[string]int{}
+	slotType := map[string]string{}
+	for i := range branches {
+		if br[i].Aggregated {
+			continue
+		}
+		t := tables[i][0]
+		for c, k := range t.KeyCols {
+			name := t.Alias + "_" + k
+			if slices.Contains(names, name) || name == BranchColumn {
+				return errs.New(trellistype.CodeValidation, "column %s is taken: the target needs it for the key column %s of branch %d, which does not aggregate; rename that output", name, k, i+1)
+			}
+			expr := ident.Quote(t.Alias) + "." + ident.Quote(k)
+			if at, ok := slot[name]; ok {
+				if slotType[name] != t.KeyTypes[c] {
+					return errs.New(trellistype.CodeValidation, "the key columns %s of two branches have different types (%s, %s): give the tables different aliases", name, slotType[name], t.KeyTypes[c])
+				}
+				br[i].Keys[at] = expr
+				continue
+			}
+			slot[name], slotType[name] = len(spec.Key), t.KeyTypes[c]
+			spec.Key = append(spec.Key, Column{Name: name, Expr: setCol(name)})
+			for x := range br {
+				e := "NULL"
+				if x == i {
+					e = expr
+				}
+				br[x].Keys = append(br[x].Keys, e)
+			}
+		}
+	}
 	var part []string
 	for _, k := range spec.Key {
 		part = append(part, k.Expr)
 	}
 	spec.Window = &Window{Partition: part}
 	return nil
+}
+
+// grouped says the set operation is a UNION ALL with aggregating
+// branches (decision 0044), whose plain branches are keyed by their rows'
+// outputs in the groups' positions and their key (decision 0056).
+func (s *SetOp) grouped() bool {
+	return slices.ContainsFunc(s.Branches, func(b Branch) bool { return b.Aggregated })
 }
 
 // plusOne are output positions counted from 1.
@@ -847,7 +899,7 @@ func (p *Plan) AffectedBranch(c Changes, pos, buckets int) string {
 		}
 		return bp.walkUnits(c, local, at, exprs, p.setOpKeyTypes(), grouped && bp.nullable(at), buckets)
 	}
-	if p.Spec.SetOp.All && !b.Aggregated {
+	if p.Spec.SetOp.All && !b.Aggregated && !p.Spec.SetOp.grouped() {
 		// The changed keys, as the branch's table types them.
 		var keys []string
 		for i, k := range b.Source.KeyCols {
@@ -860,6 +912,11 @@ func (p *Plan) AffectedBranch(c Changes, pos, buckets int) string {
 		}
 		return fmt.Sprintf("WITH %s SELECT DISTINCT %s FROM (SELECT %s FROM chg) AS %s",
 			c.cte(), textWithBucket(exprs, p.setOpKeyTypes(), buckets), strings.Join(keys, ", "), ident.Quote(a))
+	}
+	for j, e := range exprs {
+		if e == "NULL" && p.Spec.Key[j].Type == "" {
+			exprs[j] = "NULL::text" // another branch's key column
+		}
 	}
 	where := ""
 	if b.Where != "" {
