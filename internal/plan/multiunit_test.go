@@ -20,7 +20,7 @@ import (
 // over all its loops: EXPLAIN shows rows and removed rows per loop.
 type planWork struct {
 	node            string
-	relation        string
+	relation, index string
 	rows, joinFilt  float64
 	filtered, loops float64
 }
@@ -36,7 +36,8 @@ func planNodes(node map[string]any) []planWork {
 		loops := num("Actual Loops")
 		rel, _ := n["Relation Name"].(string)
 		typ, _ := n["Node Type"].(string)
-		out = append(out, planWork{node: typ, relation: rel, loops: loops,
+		idx, _ := n["Index Name"].(string)
+		out = append(out, planWork{node: typ, relation: rel, index: idx, loops: loops,
 			rows: num("Actual Rows") * loops, joinFilt: num("Rows Removed by Join Filter") * loops, filtered: num("Rows Removed by Filter") * loops})
 	})
 	return out

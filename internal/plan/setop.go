@@ -643,18 +643,26 @@ func copies(n *grammar.SetNode) string {
 // counts say and numbered 1..count in OrdinalColumn (ordinal: else the
 // copies are not numbered, for an aggregate reading them).
 func countedRows(parts []string, names []string, tree *grammar.SetNode, ordinal bool) string {
-	cols := make([]string, len(names))
 	outer := make([]string, len(names))
 	for i, n := range names {
-		cols[i] = ident.Quote(n)
 		outer[i] = "trellis_c." + ident.Quote(n)
 	}
 	sel := strings.Join(outer, ", ")
 	if ordinal {
 		sel += ", trellis_n.n AS " + ident.Quote(OrdinalColumn)
 	}
-	return fmt.Sprintf("(SELECT %s FROM (SELECT %s, %s AS trellis_count FROM (%s) AS trellis_b GROUP BY %s) AS trellis_c CROSS JOIN LATERAL generate_series(1::bigint, trellis_c.trellis_count) AS trellis_n(n)) AS %s",
-		sel, strings.Join(cols, ", "), copies(tree), strings.Join(parts, " UNION ALL "), strings.Join(cols, ", "), ident.Quote(setOpAlias))
+	return fmt.Sprintf("(SELECT %s FROM %s AS trellis_c CROSS JOIN LATERAL generate_series(1::bigint, trellis_c.trellis_count) AS trellis_n(n)) AS %s",
+		sel, countedValues(parts, names, tree), ident.Quote(setOpAlias))
+}
+
+// countedValues is the derived table of a counted set operation's row
+// values, each once with its count (trellis_count, 0 for a value every
+// branch holds but the tree keeps no copy of): the rows of every branch
+// (parts, each with its marker) grouped by the value (names).
+func countedValues(parts []string, names []string, tree *grammar.SetNode) string {
+	cols := ident.List(names)
+	return fmt.Sprintf("(SELECT %s, %s AS trellis_count FROM (%s) AS trellis_b GROUP BY %s)",
+		cols, copies(tree), strings.Join(parts, " UNION ALL "), cols)
 }
 
 // setOpFrom is the derived table of a set operation's branches, each
@@ -662,6 +670,27 @@ func countedRows(parts []string, names []string, tree *grammar.SetNode, ordinal 
 // that PostgreSQL reads the branches as one appended relation); a paused
 // column is NULL in every branch.
 func (p *Plan) setOpFrom() string {
+	so := p.Spec.SetOp
+	parts := p.setOpParts()
+	if so.Counted {
+		return countedRows(parts, p.countedNames(), so.Tree, !so.Over())
+	}
+	return "(" + strings.Join(parts, " UNION ALL ") + ") AS " + ident.Quote(setOpAlias)
+}
+
+// countedNames are the columns whose values a counted set operation
+// counts: its outputs (an aggregate over it reads them) or its target's
+// key before the ordinal.
+func (p *Plan) countedNames() []string {
+	so := p.Spec.SetOp
+	if so.Over() {
+		return so.Outputs
+	}
+	return p.KeyNames()[:len(so.Branches[0].Keys)]
+}
+
+// setOpParts are the SELECTs of a set operation's branches (setOpFrom).
+func (p *Plan) setOpParts() []string {
 	so := p.Spec.SetOp
 	marker := p.setOpMarker()
 	groups := so.scanGroups(p.mergesScans())
@@ -726,14 +755,7 @@ func (p *Plan) setOpFrom() string {
 		}
 		parts = append(parts, fmt.Sprintf("SELECT %s FROM %s%s", strings.Join(sel, ", "), from, where))
 	}
-	if so.Counted {
-		names := so.Outputs
-		if !so.Over() {
-			names = p.KeyNames()[:len(so.Branches[0].Keys)]
-		}
-		return countedRows(parts, names, so.Tree, !so.Over())
-	}
-	return "(" + strings.Join(parts, " UNION ALL ") + ") AS " + ident.Quote(setOpAlias)
+	return parts
 }
 
 // scanGroups are, by branch, the branches read in one scan of their
@@ -960,15 +982,15 @@ func (p *Plan) PlannerSettings() (before, after string) {
 		// whole source: JIT compiled it for 7 s a statement.
 		return "SET LOCAL jit = off", "SET LOCAL jit TO DEFAULT"
 	}
+	if p.countedCopies() {
+		// Each value is probed on its own (countedRecompute), but the
+		// generic plan prices the copies generate_series makes at 1,000
+		// a value and the source's values at 200 rows each: over
+		// jit_above_cost at 1M rows (400 ms of compilation a page).
+		return "SET LOCAL jit = off", "SET LOCAL jit TO DEFAULT"
+	}
 	if p.Spec.SetOp == nil || p.multiUnit() {
 		return "", ""
-	}
-	if p.Spec.SetOp.Counted {
-		// A counted row's copies are a nested loop over generate_series,
-		// which enable_nestloop = off prices at its disabled cost: the
-		// plan then looks dear enough to be compiled (JIT took 1.5 s a
-		// statement for 200 rows), so JIT is off too.
-		return "SET LOCAL enable_nestloop = off; SET LOCAL jit = off", "SET LOCAL enable_nestloop TO DEFAULT; SET LOCAL jit TO DEFAULT"
 	}
 	return "SET LOCAL enable_nestloop = off", "SET LOCAL enable_nestloop TO DEFAULT"
 }

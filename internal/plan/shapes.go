@@ -348,8 +348,87 @@ func (p *Plan) RecomputeGroups(withNulls bool) []string {
 	if p.Partial() {
 		return p.partialRecompute()
 	}
+	if p.countedCopies() {
+		return []string{p.countedRecompute(withNulls)}
+	}
 	groups, unit, query := p.groupsStatements(withNulls)
 	return []string{p.shapeRecompute(groups, query, unit, withNulls)}
+}
+
+// countedCopies says the plan's target holds a counted set operation's
+// copies numbered by OrdinalColumn (INTERSECT ALL, EXCEPT ALL, UNION ALL
+// over a set operation; not an aggregate over one).
+func (p *Plan) countedCopies() bool {
+	return p.Spec.SetOp != nil && p.Spec.SetOp.Counted && !p.Spec.SetOp.Over()
+}
+
+// countedRecompute is the keyed recompute of a counted set operation
+// (countedCopies): a unit is a row value, whose copies 1..count the
+// target holds. Each of the page's values (byUnits) reads its count from
+// the source, grouped by value through the branches' index on it, and the
+// highest ordinal the target holds for it (a backward probe of the
+// target's key index). Ordinals past the count are deleted; ordinals
+// from the highest held up to the count are inserted. A change of one of
+// a value's rows thus writes one copy, whatever the value's count: the
+// statement that regenerated every copy (decision 0050) upserted them all
+// against the target and compared them all with the target's rows by
+// EXCEPT (5 ms a unit of 100 copies at 1M rows, decision 0053). Copies
+// are equal rows, so the target's copies are always 1..count; where a
+// unit's column has an equality that is not identity (text, numeric),
+// the values' spelling may change with no change of count, so every copy
+// is upserted from 1, as before, and rewritten only when it differs.
+func (p *Plan) countedRecompute(withNulls bool) string {
+	names, types := p.keyColumns()
+	vals := names[:len(names)-1] // the value's columns; then the ordinal
+	ord := ident.Quote(names[len(names)-1])
+	ops := p.keyOps()
+	gcols := make([]string, len(vals))
+	for i := range vals {
+		gcols[i] = fmt.Sprintf("trellis_g%d", i+1)
+	}
+	groups, _, _ := p.groupsStatements(withNulls)
+	t := p.Target.Quoted()
+	counts := countedValues(p.setOpParts(), p.countedNames(), p.Spec.SetOp.Tree) + " AS " + ident.Quote(setOpAlias)
+	from := "trellis_w.trellis_have + 1"
+	for _, typ := range types[:len(vals)] {
+		if !equalityIsIdentity[typ] {
+			from = "1"
+		}
+	}
+	want := p.byUnits(gcols, withNulls, func(eq func(i int, a, b string) string) string {
+		sel := make([]string, 0, 2*len(vals)+2)
+		cond := make([]string, len(vals))
+		tcond := make([]string, len(vals))
+		for i, n := range vals {
+			q := ident.Quote(n)
+			sel = append(sel, unitsAlias+"."+gcols[i])
+			cond[i] = eq(i, setCol(n), unitsAlias+"."+gcols[i])
+			tcond[i] = eq(i, "trellis_tt."+q, unitsAlias+"."+gcols[i])
+		}
+		for _, n := range vals {
+			sel = append(sel, "trellis_c."+ident.Quote(n))
+		}
+		sel = append(sel, "coalesce(trellis_c.trellis_count, 0) AS trellis_want",
+			fmt.Sprintf("coalesce((SELECT trellis_tt.%s FROM %s AS trellis_tt WHERE %s ORDER BY trellis_tt.%s DESC LIMIT 1), 0) AS trellis_have",
+				ord, t, strings.Join(tcond, " AND "), ord))
+		return fmt.Sprintf("SELECT %s FROM (SELECT) AS trellis_one LEFT JOIN (SELECT * FROM %s WHERE %s) AS trellis_c ON true",
+			strings.Join(sel, ", "), counts, strings.Join(cond, " AND "))
+	})
+	// The copies past the count, each found through the target's key index.
+	byUnit := make([]string, len(vals))
+	for i := range vals {
+		byUnit[i] = unitEq("trellis_tt."+ident.Quote(vals[i]), "trellis_w."+gcols[i], opAt(ops, i), withNulls)
+	}
+	del := fmt.Sprintf("DELETE FROM %s AS t WHERE t.ctid = ANY (ARRAY(SELECT trellis_x.ctid FROM trellis_w CROSS JOIN LATERAL (SELECT trellis_tt.ctid FROM %s AS trellis_tt WHERE %s AND trellis_tt.%s > trellis_w.trellis_want OFFSET 0) AS trellis_x WHERE trellis_w.trellis_have > trellis_w.trellis_want)) RETURNING 1",
+		t, t, strings.Join(byUnit, " AND "), ord)
+	cols := make([]string, len(vals))
+	for i, n := range vals {
+		cols[i] = "trellis_w." + ident.Quote(n)
+	}
+	src := fmt.Sprintf("SELECT %s, trellis_n.n AS %s FROM trellis_w CROSS JOIN LATERAL generate_series(%s, trellis_w.trellis_want) AS trellis_n(n) WHERE trellis_w.trellis_want >= %s",
+		strings.Join(cols, ", "), ord, from, from)
+	return fmt.Sprintf("WITH %s, trellis_w AS (%s), del AS (%s), src AS (%s), ins AS (%s RETURNING 1) SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM ins)",
+		groups, want, del, src, p.upsertRows("src", names, types, p.columnNamesShape()))
 }
 
 // shapeRecompute is the keyed recompute of a join, aggregate or window in
