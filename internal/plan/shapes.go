@@ -742,6 +742,13 @@ func (p *Plan) groupsStatements(withNulls bool) (groups, rows, query string) {
 		if !withNulls {
 			return inParam(expr, i+1, types[i], ops[i])
 		}
+		if len(unit) == 1 && p.KeyParams() == 1 {
+			// One group column, and the page has a NULL group: both arms
+			// are index conditions. Asking the array whether it holds a
+			// NULL, which no index serves, made the whole OR a filter
+			// that casts and searches the array for every row.
+			return fmt.Sprintf("(%s OR (%s) IS NULL)", inParam(expr, i+1, types[i], ops[i]), expr)
+		}
 		return fmt.Sprintf("(%s OR ((%s) IS NULL AND array_position(%s, NULL) IS NOT NULL))",
 			inParam(expr, i+1, types[i], ops[i]), expr, keyParam(i+1, types[i]))
 	}
