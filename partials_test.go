@@ -296,3 +296,49 @@ func TestGlobalSpecStoredWithoutPartialsDrains(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, [][]string{{"mine"}}, e.rows(`SELECT attname FROM pg_attribute WHERE attrelid = 'sums_trellis_partials'::regclass AND attnum > 0`))
 }
+
+// A partials table that cannot be made for a reason other than its name
+// being taken (here an event trigger refusing it, as a policy would)
+// fails the Define or ALTER TRANSFORM with the cause, changing nothing: it
+// is not taken for a name in use, which keeps the whole recompute.
+func TestGlobalPartialsCreateFailureSurfaces(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE items (id bigint PRIMARY KEY, v int)`)
+	e.exec(`INSERT INTO items SELECT g, g % 10 FROM generate_series(1, 3000) g`)
+	e.exec(`CREATE FUNCTION no_partials() RETURNS event_trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF EXISTS (SELECT FROM pg_event_trigger_ddl_commands() WHERE object_identity LIKE '%\_trellis\_partials') THEN
+		RAISE EXCEPTION 'partials tables are not allowed here' USING ERRCODE = 'insufficient_privilege';
+	END IF;
+END $$`)
+	refuse := func() {
+		e.exec(`CREATE EVENT TRIGGER no_partials ON ddl_command_end WHEN TAG IN ('CREATE TABLE AS') EXECUTE FUNCTION no_partials()`)
+	}
+	refuse()
+	c := e.engine()
+	_, err := c.Define(e.ctx, `TRANSFORM sums FROM items SELECT count(*) AS n, sum(v) AS s`)
+	require.Error(t, err)
+	var te *trellis.Error
+	require.ErrorAs(t, err, &te)
+	require.Contains(t, te.Message, "partials tables are not allowed here")
+	require.Equal(t, [][]string{{"false", "false", "0"}},
+		e.rows(`SELECT to_regclass('sums') IS NOT NULL, to_regclass('sums_trellis_partials') IS NOT NULL, (SELECT count(*) FROM trellis.transforms)`))
+
+	// ALTER TRANSFORM makes the table again for the new columns: refused,
+	// the transform keeps its definition and its partials.
+	e.exec(`DROP EVENT TRIGGER no_partials`)
+	_, err = c.Define(e.ctx, `TRANSFORM sums FROM items SELECT count(*) AS n, sum(v) AS s`)
+	require.NoError(t, err)
+	e.waitState(c, "sums", trellis.StateLive)
+	refuse()
+	_, err = c.Apply(e.ctx, `ALTER TRANSFORM sums ADD COLUMN max(v) AS hi`)
+	require.Error(t, err)
+	require.ErrorAs(t, err, &te)
+	require.Contains(t, te.Message, "partials tables are not allowed here")
+	require.Equal(t, [][]string{{"true", "true"}},
+		e.rows(`SELECT spec ? 'partials', to_regclass('sums_trellis_partials') IS NOT NULL FROM trellis.transforms WHERE target_name = 'sums'`))
+	e.exec(`UPDATE items SET v = v + 1 WHERE id % 7 = 0`)
+	e.converge(c)
+	e.requireLiveAndExact(c, "sums", `SELECT count(*) AS n, sum(v) AS s FROM items`)
+}

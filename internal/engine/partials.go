@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/trellis-pg/trellis/internal/ident"
+	"github.com/trellis-pg/trellis/internal/pgerr"
 	"github.com/trellis-pg/trellis/internal/plan"
 )
 
@@ -16,7 +18,9 @@ import (
 // made for its columns as they are now, its parts' types recorded. A
 // definition whose aggregates partial results cannot give exactly (a
 // float's sum, string_agg, DISTINCT, ...), or whose table name is taken,
-// keeps no partials: every page recomputes it from the whole source.
+// keeps no partials: every page recomputes it from the whole source. Any
+// other failure making the table (a policy refusing it, a lock timeout)
+// fails the define or ALTER with its cause.
 func (e *Engine) fitPartials(ctx context.Context, tx pgx.Tx, tgt plan.Target, spec *plan.Spec) error {
 	if spec.Partials != nil {
 		if _, err := tx.Exec(ctx, (&plan.Plan{Target: tgt, Spec: *spec}).DropPartials()); err != nil {
@@ -42,9 +46,15 @@ func (e *Engine) fitPartials(ctx context.Context, tx pgx.Tx, tgt plan.Target, sp
 		return err
 	}
 	if _, err := sub.Exec(ctx, pl.CreatePartials()); err != nil {
-		// A table of the name exists (or the parts cannot be stored):
-		// the definition keeps the whole recompute.
-		return sub.Rollback(ctx)
+		if rerr := sub.Rollback(ctx); rerr != nil {
+			return rerr
+		}
+		if pgerr.Is(err, pgerrcode.DuplicateTable) {
+			// A table of the name exists: the definition keeps the whole
+			// recompute.
+			return nil
+		}
+		return fmt.Errorf("creating the partials table of %s: %w", tgt, err)
 	}
 	cols, err := pinnedPairs(ctx, sub, sqlTargetTypes, pl.PartialsTable())
 	if err != nil {
