@@ -20,13 +20,13 @@ var partialAggregates = map[string]bool{
 }
 
 // SplitAggregates takes an expression over aggregates apart: outer is expr
-// with each aggregate call replaced by a column named ref(i) (i its index
-// in calls; calls equal as text share one), and calls are the aggregate
-// calls. ok is false when expr holds anything else partial results cannot
+// with each aggregate call replaced by a column named ref(i, c) (c the
+// call, i its index in calls; calls equal as text share one), and calls
+// are the aggregate calls. ok is false when expr holds anything else partial results cannot
 // give: another aggregate, DISTINCT, FILTER, ORDER BY or WITHIN GROUP, a
 // window function, a subquery, a column outside an aggregate, or an
 // aggregate inside another's argument.
-func SplitAggregates(expr string, ref func(i int) string) (outer string, calls []AggregateCall, ok bool) {
+func SplitAggregates(expr string, ref func(i int, c AggregateCall) string) (outer string, calls []AggregateCall, ok bool) {
 	n, err := parseExpr(expr)
 	if err != nil {
 		return "", nil, false
@@ -61,7 +61,7 @@ func SplitAggregates(expr string, ref func(i int) string) (outer string, calls [
 				calls = append(calls, call)
 			}
 			v.Node = &pg.Node_ColumnRef{ColumnRef: &pg.ColumnRef{Fields: []*pg.Node{
-				{Node: &pg.Node_String_{String_: &pg.String{Sval: ref(i)}}}}, Location: -1}}
+				{Node: &pg.Node_String_{String_: &pg.String{Sval: ref(i, call)}}}}, Location: -1}}
 			return
 		case *pg.FuncCall:
 			if v.GetOver() != nil {

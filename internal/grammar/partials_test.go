@@ -7,7 +7,7 @@ import (
 )
 
 func TestSplitAggregates(t *testing.T) {
-	ref := func(i int) string { return fmt.Sprintf("a%d", i+1) }
+	ref := func(i int, _ AggregateCall) string { return fmt.Sprintf("a%d", i+1) }
 	for _, c := range []struct {
 		expr, outer string
 		calls       []AggregateCall

@@ -105,13 +105,11 @@ func PartialsFor(spec Spec, target Target) *Partials {
 	}
 	ps := &Partials{Table: table, Shift: PartialsShift}
 	var calls []grammar.AggregateCall
+	// One parse of each expression: its calls are numbered among every
+	// expression's as they are found (trellis_a<i+1>, i in calls).
 	split := func(name, expr string) (PartialExpr, bool) {
-		_, cs, ok := grammar.SplitAggregates(expr, func(i int) string { return fmt.Sprintf("trellis_x%d", i) })
-		if !ok {
-			return PartialExpr{}, false
-		}
 		var idx []int
-		for _, c := range cs {
+		outer, _, ok := grammar.SplitAggregates(expr, func(_ int, c grammar.AggregateCall) string {
 			i := slices.Index(calls, c)
 			if i < 0 {
 				i = len(calls)
@@ -120,9 +118,11 @@ func PartialsFor(spec Spec, target Target) *Partials {
 			if !slices.Contains(idx, i) {
 				idx = append(idx, i)
 			}
+			return fmt.Sprintf("trellis_a%d", i+1)
+		})
+		if !ok {
+			return PartialExpr{}, false
 		}
-		// Named by their index among every expression's calls.
-		outer, _, _ := grammar.SplitAggregates(expr, func(i int) string { return fmt.Sprintf("trellis_a%d", idx[i]+1) })
 		return PartialExpr{Name: name, Expr: outer, Calls: idx}, true
 	}
 	for _, c := range spec.Columns {
