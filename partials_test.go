@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -340,5 +341,56 @@ END $$`)
 		e.rows(`SELECT spec ? 'partials', to_regclass('sums_trellis_partials') IS NOT NULL FROM trellis.transforms WHERE target_name = 'sums'`))
 	e.exec(`UPDATE items SET v = v + 1 WHERE id % 7 = 0`)
 	e.converge(c)
+	e.requireLiveAndExact(c, "sums", `SELECT count(*) AS n, sum(v) AS s FROM items`)
+}
+
+// A held `all` (the one group of a global aggregate kept through partials)
+// released while its cause remains is poisoned again after one fill of
+// the partials from the whole source, not two (the release's apply, then
+// the diagnosis running the same one key again); released once fixed, it
+// is one fill and the target is exact.
+func TestGlobalPartialsHeldAllReleasedFillsOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.exec(`CREATE TABLE items (id bigint PRIMARY KEY, v int)`)
+	e.exec(`INSERT INTO items SELECT g, 1 FROM generate_series(1, 3000) g`)
+	c := e.engine()
+	_, err := c.Define(e.ctx, `TRANSFORM sums FROM items SELECT count(*) AS n, sum(v) AS s`)
+	require.NoError(t, err)
+	e.waitState(c, "sums", trellis.StateLive)
+	start := time.Now().Add(-time.Minute)
+	e.exec(`ALTER TABLE sums ADD CONSTRAINT small CHECK (s < 5000)`)
+	e.exec(`UPDATE items SET v = 2 WHERE id <= 2500`)
+	e.converge(c)
+	held := func() int64 {
+		st, err := c.Status(e.ctx, "sums")
+		require.NoError(t, err)
+		if st.HeldKeys == nil {
+			return 0
+		}
+		return st.HeldKeys.Count
+	}
+	require.EqualValues(t, 1, held())
+	poisoned, err := c.PoisonedSince(e.ctx, start)
+	require.NoError(t, err)
+	require.Len(t, poisoned, 1)
+	require.Equal(t, "all", poisoned[0].Key)
+
+	// Each fill writes the meta row; a sequence counts them through
+	// savepoints rolled back.
+	e.exec(`CREATE SEQUENCE fills`)
+	e.exec(`CREATE FUNCTION count_fill() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_catalog.nextval('public.fills'); RETURN NULL; END $$`)
+	e.exec(`CREATE TRIGGER count_fill AFTER INSERT ON sums_trellis_partials FOR EACH ROW WHEN (NEW.trellis_range = -9223372036854775808) EXECUTE FUNCTION public.count_fill()`)
+	fills := func() string {
+		return e.rows(`SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM fills`)[0][0]
+	}
+	require.NoError(t, c.ReleaseKey(e.ctx, "sums", poisoned[0].SrcTable, "all"))
+	require.EqualValues(t, 1, held(), "the cause remains")
+	require.Equal(t, "1", fills())
+
+	e.exec(`ALTER TABLE sums DROP CONSTRAINT small`)
+	require.NoError(t, c.ReleaseKey(e.ctx, "sums", poisoned[0].SrcTable, "all"))
+	require.EqualValues(t, 0, held())
+	require.Equal(t, "2", fills())
 	e.requireLiveAndExact(c, "sums", `SELECT count(*) AS n, sum(v) AS s FROM items`)
 }

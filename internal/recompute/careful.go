@@ -171,8 +171,30 @@ func (ap *applier) applyCareful(ctx context.Context, tx pgx.Tx, wk *Set) error {
 	if err == nil || !RowError(err) || wk.Resync || wk.skip {
 		return err
 	}
+	// A work of one key that stays the one key (a released key, a held
+	// `all` of a global aggregate, whose recompute fills the partials from
+	// the whole source) failed as that key: the diagnosis starts from the
+	// failure instead of running the key again.
+	var known *Failure
+	if keys := wk.keyList(); len(keys) == 1 {
+		known = failureOf(keys[0][:wk.nKeyParams()], err)
+	}
+	before := wk.keyList()
 	wk.whole()
-	return ap.diagnose(ctx, tx, wk)
+	if after := wk.keyList(); len(after) != 1 || RenderKey(after[0]) != RenderKey(before[0]) {
+		known = nil
+	}
+	return ap.diagnose(ctx, tx, wk, known)
+}
+
+// failureOf is the failure of key that err, a row error, is.
+func failureOf(key []*string, err error) *Failure {
+	f := &Failure{Key: key, State: pgerr.Code(err), Msg: err.Error()}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		f.Msg = pe.Message
+	}
+	return f
 }
 
 // diagnoseRounds bounds how often diagnose re-tries keys that a concurrent
@@ -180,8 +202,10 @@ func (ap *applier) applyCareful(ctx context.Context, tx pgx.Tx, wk *Set) error {
 const diagnoseRounds = 3
 
 // diagnose applies a work's keys one by one, poisoning the keys that fail as
-// a whole and quarantining the columns that fail on a row.
-func (ap *applier) diagnose(ctx context.Context, tx pgx.Tx, wk *Set) error {
+// a whole and quarantining the columns that fail on a row. known, when not
+// nil, is how the work's one key failed as it was applied: the first round
+// takes it instead of trying the key again.
+func (ap *applier) diagnose(ctx context.Context, tx pgx.Tx, wk *Set, known *Failure) error {
 	// What fails with no key at all (a trigger on the target that refuses
 	// every statement, say) is no row's doing: the page fails as a whole.
 	if err := ap.emptyRun(ctx, tx, wk); err != nil {
@@ -196,8 +220,11 @@ func (ap *applier) diagnose(ctx context.Context, tx pgx.Tx, wk *Set) error {
 	poison := map[string]Failure{}
 	keys := wk.keyList()
 	for round := 0; len(keys) > 0; round++ {
-		fails, err := ap.applyGood(ctx, tx, wk, keys)
-		if err != nil {
+		var fails []Failure
+		var err error
+		if round == 0 && known != nil {
+			fails = []Failure{*known}
+		} else if fails, err = ap.applyGood(ctx, tx, wk, keys); err != nil {
 			return err
 		}
 		if round == diagnoseRounds {
