@@ -13,8 +13,8 @@ import (
 // plans an INSERT ... SELECT in parallel), and the target takes its rows
 // from it. It pays when the query reads many more rows than it yields (an
 // aggregate): the rows are written twice. The scratch table, named scratch,
-// is dropped at commit. Three statements, as ShapeResync's two: the last
-// one writes the target.
+// is dropped at commit. As ShapeResync's statements, the first empties
+// the target and the last one writes it.
 func (p *Plan) ScratchBuild(scratch string) []string {
 	if p.Partial() {
 		return p.partialResync() // its partials are its scratch
@@ -22,7 +22,7 @@ func (p *Plan) ScratchBuild(scratch string) []string {
 	tmp := "pg_temp." + ident.Quote(scratch)
 	return []string{
 		"DELETE FROM " + p.Target.Quoted(),
-		fmt.Sprintf("CREATE TEMPORARY TABLE %s ON COMMIT DROP AS %s", tmp, p.shapeQuery()),
+		fmt.Sprintf("CREATE TEMPORARY TABLE %s ON COMMIT DROP AS %s", tmp, p.wholeQuery()),
 		fmt.Sprintf("INSERT INTO %s (%s) SELECT * FROM %s", p.Target.Quoted(), ident.List(p.columnNamesShape()), tmp),
 	}
 }
@@ -30,7 +30,7 @@ func (p *Plan) ScratchBuild(scratch string) []string {
 // ExplainShape asks PostgreSQL for its plan of a join or aggregate's
 // query, as JSON, without running it (what ScratchBuild's choice reads).
 func (p *Plan) ExplainShape() string {
-	return "EXPLAIN (FORMAT JSON) " + p.shapeQuery()
+	return "EXPLAIN (FORMAT JSON) " + p.wholeQuery()
 }
 
 // EvalAll evaluates a projection over the whole source and writes

@@ -691,9 +691,16 @@ func (p *Plan) countedNames() []string {
 
 // setOpParts are the SELECTs of a set operation's branches (setOpFrom).
 func (p *Plan) setOpParts() []string {
+	return p.branchSelects(p.setOpMarker(), p.mergesScans())
+}
+
+// branchSelects are the SELECTs of a set operation's branches, each with
+// its number in the marker column when marker, the branches of one table
+// read in one scan when merge (SetOp.scanGroups; else one SELECT a
+// branch, in order).
+func (p *Plan) branchSelects(marker, merge bool) []string {
 	so := p.Spec.SetOp
-	marker := p.setOpMarker()
-	groups := so.scanGroups(p.mergesScans())
+	groups := so.scanGroups(merge)
 	parts := make([]string, 0, len(so.Branches))
 	for i, b := range so.Branches {
 		group := groups[i]
@@ -756,6 +763,47 @@ func (p *Plan) setOpParts() []string {
 		parts = append(parts, fmt.Sprintf("SELECT %s FROM %s%s", strings.Join(sel, ", "), from, where))
 	}
 	return parts
+}
+
+// setRows says a set operation's rows are PostgreSQL's own set operation
+// of its branches: no ALL anywhere in its tree, no aggregate over it, and
+// every output in the target's key (each distinct row once).
+func (p *Plan) setRows() bool {
+	so := p.Spec.SetOp
+	if so == nil || so.All || so.Counted || so.Over() || so.Tree == nil || len(p.Spec.Columns) > 0 || p.Spec.Window != nil {
+		return false
+	}
+	var noAll func(n *grammar.SetNode) bool
+	noAll = func(n *grammar.SetNode) bool {
+		return n.Op == "" || !n.All && noAll(n.Left) && noAll(n.Right)
+	}
+	return noAll(so.Tree)
+}
+
+// setRowsQuery is the rows of a set operation setRows says PostgreSQL
+// computes itself: its branches combined by UNION, INTERSECT and EXCEPT
+// as the tree says, which reads each branch once and compares whole rows
+// (NULLs equal, as GROUP BY does), where the keyed statements' query
+// groups the marked union of the branches by every output and keeps a
+// row by its HAVING (presence). The whole-target statements (a build, a
+// resync) write it: at 1M rows an EXCEPT took 11 s that way against 8 s.
+func (p *Plan) setRowsQuery() string {
+	parts := p.branchSelects(false, false)
+	var walk func(n *grammar.SetNode, top bool) string
+	walk = func(n *grammar.SetNode, top bool) string {
+		if n.Op == "" {
+			if top {
+				return parts[n.Branch-1]
+			}
+			return "(" + parts[n.Branch-1] + ")"
+		}
+		q := walk(n.Left, false) + " " + strings.ToUpper(string(n.Op)) + " " + walk(n.Right, false)
+		if top {
+			return q
+		}
+		return "(" + q + ")"
+	}
+	return walk(p.Spec.SetOp.Tree, true)
 }
 
 // scanGroups are, by branch, the branches read in one scan of their

@@ -269,8 +269,18 @@ func (p *Plan) ShapeResync() []string {
 	}
 	return []string{
 		"DELETE FROM " + p.Target.Quoted(),
-		fmt.Sprintf("INSERT INTO %s (%s) %s", p.Target.Quoted(), ident.List(p.columnNamesShape()), p.shapeQuery()),
+		fmt.Sprintf("INSERT INTO %s (%s) %s", p.Target.Quoted(), ident.List(p.columnNamesShape()), p.wholeQuery()),
 	}
+}
+
+// wholeQuery is the definition's rows over the whole source, as a
+// whole-target statement writes them: shapeQuery, or a set operation's
+// own (setRowsQuery).
+func (p *Plan) wholeQuery() string {
+	if p.setRows() {
+		return p.setRowsQuery()
+	}
+	return p.shapeQuery()
 }
 
 func (p *Plan) columnNamesShape() []string {
