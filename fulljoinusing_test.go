@@ -48,9 +48,8 @@ func TestFullJoinUsingConverge(t *testing.T) {
 	st, err = c.Status(e.ctx, "fu_two")
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"public.lefts(g, h)", "public.rights(g, h)"}, gapNames(st.SourceIndexGaps))
-	_, err = c.Define(e.ctx, `TRANSFORM fu_reader FROM fu_one SELECT l_id, r_id, g`)
-	requireCode(t, err, trellis.CodeValidation)
-	require.Contains(t, err.Error(), "reading public.fu_one, whose key columns l_id, r_id may be NULL, is not supported")
+	// Its key may be NULL; a projection reads it (decision 0054).
+	e.requireProjectionReads(c, `TRANSFORM fu_reader FROM fu_one SELECT g, lh`, "fu_reader", `SELECT l_id, r_id, g, lh FROM fu_one`)
 	dump, err := c.DumpDefinitionsSQL(e.ctx)
 	require.NoError(t, err)
 	require.Contains(t, dump, "FULL JOIN rights r USING (g, h)")

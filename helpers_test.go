@@ -246,6 +246,17 @@ func (e *env) assertMatches(target, recompute string) {
 	}
 }
 
+// requireProjectionReads defines stmt, a projection reading another
+// transform's target, waits until target is live and requires it equal to
+// recompute, a query over that upstream target.
+func (e *env) requireProjectionReads(c *trellis.Client, stmt, target, recompute string) {
+	e.t.Helper()
+	_, err := c.Define(e.ctx, stmt)
+	require.NoError(e.t, err, stmt)
+	e.waitState(c, target, trellis.StateLive)
+	e.assertMatches(target, recompute)
+}
+
 // waitCorrecting polls Status until it lists corrections, and returns it.
 func (e *env) waitCorrecting(c *trellis.Client, target string) *trellis.Status {
 	e.t.Helper()

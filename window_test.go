@@ -132,13 +132,10 @@ func TestWindowFunctions(t *testing.T) {
 		e.assertMatches(d.target, d.recompute)
 	}
 
-	// A projection cannot read a window target whose key may be NULL (grp
-	// is a nullable column; an aggregate can, decision 0049); it can read
-	// one partitioned by NOT NULL columns (TestWindowChainsConverge), and
-	// a top-k's, keyed by its source's key.
-	_, err = c.Define(e.ctx, `TRANSFORM over_ranks FROM score_ranks SELECT r`)
-	require.Equal(t, trellis.CodeValidation, trellis.CodeOf(err))
-	require.Contains(t, err.Error(), "reading public.score_ranks, whose key column grp may be NULL, is not supported")
+	// A projection reads a window target whose key may be NULL (grp is a
+	// nullable column; decision 0054), one partitioned by NOT NULL columns
+	// (TestWindowChainsConverge), and a top-k's, keyed by its source's key.
+	e.requireProjectionReads(c, `TRANSFORM over_ranks FROM score_ranks SELECT r`, "over_ranks", `SELECT grp, id, r FROM score_ranks`)
 	_, err = c.Define(e.ctx, `TRANSFORM over_top FROM score_top SELECT v * 2 AS v2`)
 	require.NoError(t, err)
 	e.waitState(c, "over_top", trellis.StateLive)
