@@ -575,7 +575,7 @@ func compileProjection(spec *Spec, s *grammar.Transform, tables []*Table) error 
 			if isColumn(it, from, it.Name, tables) {
 				continue // the key column itself: the target has it already
 			}
-			return errs.New(trellistype.CodeValidation, "column %s is the target's key (the source's primary key column): give the expression another name", it.Name)
+			return errs.New(trellistype.CodeValidation, "column %s is the target's key (a key column of its source: a primary key, or the key of the transform it reads): give the expression another name", it.Name)
 		}
 		spec.Columns = append(spec.Columns, Column{Name: it.Name, Expr: it.Expr})
 	}

@@ -181,7 +181,7 @@ func (ap *applier) applyCareful(ctx context.Context, tx pgx.Tx, wk *Set) error {
 	}
 	before := wk.keyList()
 	wk.whole()
-	if after := wk.keyList(); len(after) != 1 || RenderKey(after[0]) != RenderKey(before[0]) {
+	if after := wk.keyList(); len(before) != 1 || len(after) != 1 || RenderKey(after[0]) != RenderKey(before[0]) {
 		known = nil
 	}
 	return ap.diagnose(ctx, tx, wk, known)
