@@ -3,6 +3,7 @@ package trellis_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,7 +59,11 @@ func TestApplicationNameFromTheURLIsKept(t *testing.T) {
 	count := func(name string) string {
 		return e.rows(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, name)[0][0]
 	}
-	c, err := trellis.Connect(e.ctx, trellis.Options{URL: e.url + "&application_name=billing-api", Logger: quietLogger()})
+	sep := "?"
+	if strings.Contains(e.url, "?") {
+		sep = "&" // the test server's URL may carry parameters (TRELLIS_TEST_DATABASE_URL's may not)
+	}
+	c, err := trellis.Connect(e.ctx, trellis.Options{URL: e.url + sep + "application_name=billing-api", Logger: quietLogger()})
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.Migrate(e.ctx))
