@@ -8,10 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
-
-	"github.com/trellis-pg/trellis/internal/testsupport"
 )
 
 // indexLoops lists, for each node of a JSON EXPLAIN ANALYZE plan that
@@ -48,15 +45,7 @@ func TestAffectedGroupsFindChangedRowsInOneScan(t *testing.T) {
 	src := pl.Spec.Source
 	query := pl.AffectedGroups(Changes{Source: src, CapCols: []string{"grp"}, CapTypes: []string{"integer"}}, false, 64)
 
-	url := testsupport.Database(t)
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer func() { _ = conn.Close(context.Background()) }()
-	exec := func(q string) {
-		t.Helper()
-		_, err := conn.Exec(ctx, q)
-		require.NoError(t, err, q)
-	}
+	conn, exec := testConn(ctx, t)
 	exec("CREATE TABLE public.sales (id bigint PRIMARY KEY, grp integer NOT NULL, v integer)")
 	exec("CREATE INDEX ON public.sales (grp)")
 	exec("INSERT INTO public.sales SELECT g, g % 1000, 0 FROM generate_series(1, 50000) g")

@@ -41,15 +41,7 @@ func TestArrayOfUserTypeKeyFoundByIndex(t *testing.T) {
 	})
 	recompute := pl.Recompute(false)
 	require.NotContains(t, recompute, "::app.mood[]", "the key is cast from text")
-	url := testsupport.Database(t)
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer func() { _ = conn.Close(context.Background()) }()
-	exec := func(q string) {
-		t.Helper()
-		_, err := conn.Exec(ctx, q)
-		require.NoError(t, err, q)
-	}
+	conn, exec := testConn(ctx, t)
 	exec("CREATE SCHEMA app")
 	exec("CREATE TYPE app.mood AS ENUM ('low', 'mid', 'high')")
 	exec("CREATE TABLE public.arr (m app.mood[] PRIMARY KEY, v integer NOT NULL)")
@@ -95,15 +87,7 @@ func TestArrayOfUserTypeGroupFoundByIndex(t *testing.T) {
 	recompute := pl.RecomputeGroups(false)
 	require.Len(t, recompute, 1)
 	require.NotContains(t, recompute[0], "::app.posint[]", "the group is cast from text")
-	url := testsupport.Database(t)
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer func() { _ = conn.Close(context.Background()) }()
-	exec := func(q string) {
-		t.Helper()
-		_, err := conn.Exec(ctx, q)
-		require.NoError(t, err, q)
-	}
+	conn, exec := testConn(ctx, t)
 	exec("CREATE SCHEMA app")
 	exec("CREATE DOMAIN app.posint AS integer CHECK (VALUE > 0)")
 	exec("CREATE TABLE public.tagged (id integer PRIMARY KEY, tags app.posint[] NOT NULL, v integer NOT NULL)")

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/trellis-pg/trellis/internal/testsupport"
@@ -51,15 +50,7 @@ func TestSetOpRecomputeSearchesNoArrayPerRow(t *testing.T) {
 		tables: []*Table{table("public", "nums", "", []string{"id"}, "id bigint", "v integer"), table("public", "nums", "", []string{"id"}, "id bigint", "v integer")},
 		types:  map[string]string{"id": "bigint", "v": "integer"},
 	})
-	url := testsupport.Database(t)
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer func() { _ = conn.Close(context.Background()) }()
-	exec := func(q string) {
-		t.Helper()
-		_, err := conn.Exec(ctx, q)
-		require.NoError(t, err, q)
-	}
+	conn, exec := testConn(ctx, t)
 	exec("CREATE TABLE public.nums (id bigint PRIMARY KEY, v integer NOT NULL)")
 	exec("INSERT INTO public.nums SELECT g, g % 7 FROM generate_series(1, 20000) g")
 	for _, q := range strings.Split(pl.CreateShapeTarget(), ";\n") {
@@ -122,15 +113,7 @@ func TestGlobalTopKRecomputeKnowsItsRows(t *testing.T) {
 		tables: []*Table{table("public", "nums", "", []string{"id"}, "id bigint", "v integer")},
 		types:  map[string]string{"id": "bigint", "v": "integer"},
 	})
-	url := testsupport.Database(t)
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer func() { _ = conn.Close(context.Background()) }()
-	exec := func(q string) {
-		t.Helper()
-		_, err := conn.Exec(ctx, q)
-		require.NoError(t, err, q)
-	}
+	conn, exec := testConn(ctx, t)
 	exec("CREATE TABLE public.nums (id bigint PRIMARY KEY, v integer NOT NULL)")
 	exec("INSERT INTO public.nums SELECT g, g % 1000 FROM generate_series(1, 50000) g")
 	exec("CREATE INDEX ON public.nums (v DESC, id)")
@@ -185,15 +168,7 @@ func TestNullableKeyLookupUsesTheIndex(t *testing.T) {
 		tables: []*Table{lj},
 		types:  map[string]string{"amount": "integer", "n": "bigint"},
 	})
-	url := testsupport.Database(t)
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer func() { _ = conn.Close(context.Background()) }()
-	exec := func(q string) {
-		t.Helper()
-		_, err := conn.Exec(ctx, q)
-		require.NoError(t, err, q)
-	}
+	conn, exec := testConn(ctx, t)
 	exec("CREATE TABLE public.lj (o_id integer, c_id integer, amount integer)")
 	exec("INSERT INTO public.lj SELECT g, CASE WHEN g % 3 = 0 THEN NULL ELSE g + 10 END, g * 100 FROM generate_series(1, 20000) g")
 	exec("UPDATE public.lj SET c_id = NULL WHERE o_id = 5")
@@ -244,15 +219,7 @@ func TestNullableKeyProjectionUsesTheIndex(t *testing.T) {
 		types:  map[string]string{"o_id": "integer", "c_id": "integer", "amount": "integer"},
 	})
 	require.Equal(t, KindJoin, pl.Kind())
-	url := testsupport.Database(t)
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer func() { _ = conn.Close(context.Background()) }()
-	exec := func(q string) {
-		t.Helper()
-		_, err := conn.Exec(ctx, q)
-		require.NoError(t, err, q)
-	}
+	conn, exec := testConn(ctx, t)
 	exec("CREATE TABLE public.ljp (o_id integer, c_id integer, amount integer)")
 	exec("INSERT INTO public.ljp SELECT g, CASE WHEN g % 3 = 0 THEN NULL ELSE g + 10 END, g * 100 FROM generate_series(1, 20000) g")
 	exec("UPDATE public.ljp SET c_id = NULL WHERE o_id = 5")
@@ -310,15 +277,7 @@ func TestNullGroupPageSearchesNoArrayPerRow(t *testing.T) {
 		tables: []*Table{table("public", "rows_c", "", []string{"id"}, "id bigint", "c integer", "v integer")},
 		types:  map[string]string{"id": "bigint", "c": "integer", "v": "integer"},
 	})
-	url := testsupport.Database(t)
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer func() { _ = conn.Close(context.Background()) }()
-	exec := func(q string) {
-		t.Helper()
-		_, err := conn.Exec(ctx, q)
-		require.NoError(t, err, q)
-	}
+	conn, exec := testConn(ctx, t)
 	exec("CREATE TABLE public.rows_c (id bigint PRIMARY KEY, c integer, v integer NOT NULL)")
 	exec("INSERT INTO public.rows_c SELECT g, NULLIF(g % 2000, 0), g % 7 FROM generate_series(1, 40000) g")
 	exec("CREATE INDEX ON public.rows_c (c)")
