@@ -82,12 +82,33 @@ var nullChains = []struct{ stmt, target, recompute string }{
 		`SELECT u.o_id, u.c_id, rf.id, u.amount, rf.amount FROM (` + ncLeftRec + `) u JOIN nc_refunds rf ON rf.id = u.o_id`},
 	{`TRANSFORM nc_full_cust FROM nc_full f LEFT JOIN nc_customers cu ON cu.id = f.c_id SELECT f.o_id, f.c_id, f.amount, cu.region`, "nc_full_cust",
 		`SELECT u.o_id, u.c_id, cu.id, u.amount, cu.region FROM (` + ncFullRec + `) u LEFT JOIN nc_customers cu ON cu.id = u.c_id`},
+	// Joins of two tables whose joined table is such a target (decision
+	// 0062): their keys hold the joined target's, NULL parts and all (an
+	// inner join, LEFT JOINs, and one whose both tables are such targets).
+	{`TRANSFORM nc_refunds_left FROM nc_refunds rf JOIN nc_left l ON l.o_id = rf.id SELECT rf.amount AS refund, l.amount, l.region`, "nc_refunds_left",
+		`SELECT rf.id, u.o_id, u.c_id, rf.amount, u.amount, u.region FROM nc_refunds rf JOIN (` + ncLeftRec + `) u ON u.o_id = rf.id`},
+	{`TRANSFORM nc_refunds_full FROM nc_refunds rf LEFT JOIN nc_full f ON f.o_id = rf.id SELECT rf.amount AS refund, f.region`, "nc_refunds_full",
+		`SELECT rf.id, u.o_id, u.c_id, rf.amount, u.region FROM nc_refunds rf LEFT JOIN (` + ncFullRec + `) u ON u.o_id = rf.id`},
+	{`TRANSFORM nc_refunds_by_cust FROM nc_refunds rf LEFT JOIN nc_by_cust b ON b.n = rf.amount SELECT rf.amount AS refund, b.amount AS total`, "nc_refunds_by_cust",
+		`SELECT rf.id, u.customer_id, rf.amount, u.amount FROM nc_refunds rf LEFT JOIN (` + ncByCustRec + `) u ON u.n = rf.amount`},
+	{`TRANSFORM nc_left_union FROM nc_left l JOIN nc_union u ON u.id = l.o_id SELECT l.region, u.amount AS uamount`, "nc_left_union",
+		`SELECT a.o_id, a.c_id, b.branch, b.id, b.c_id, a.region, b.amount FROM (` + ncLeftRec + `) a JOIN (` + ncUnionRec + `) b ON b.id = a.o_id`},
+	{`TRANSFORM nc_rank_left FROM nc_customers cu LEFT JOIN nc_rank k ON k.customer_id = cu.id SELECT cu.region AS cregion, k.r`, "nc_rank_left",
+		`SELECT cu.id, u.customer_id, u.id, cu.region, u.r FROM nc_customers cu LEFT JOIN (` + ncRankRec + `) u ON u.customer_id = cu.id`},
 	// Chains over those: a projection of a projection, an aggregate of a
-	// join.
+	// join, and (decision 0062) an aggregate and a projection of joins
+	// whose joined table is such a target, and a join of one as its
+	// joined table.
 	{`TRANSFORM nc_left_proj2 FROM nc_left_proj SELECT region`, "nc_left_proj2",
 		`SELECT o_id, c_id, region FROM (` + ncLeftRec + `) u WHERE amount > 4`},
 	{`TRANSFORM nc_full_cust_by_c FROM nc_full_cust SELECT c_id, count(*) AS n, count(region) AS regions GROUP BY c_id`, "nc_full_cust_by_c",
 		`SELECT u.c_id, count(*), count(cu.region) FROM (` + ncFullRec + `) u LEFT JOIN nc_customers cu ON cu.id = u.c_id GROUP BY u.c_id`},
+	{`TRANSFORM nc_refunds_left_by_c FROM nc_refunds_left SELECT l_c_id, count(*) AS n, sum(refund) AS refund GROUP BY l_c_id`, "nc_refunds_left_by_c",
+		`SELECT u.c_id, count(*), sum(rf.amount) FROM nc_refunds rf JOIN (` + ncLeftRec + `) u ON u.o_id = rf.id GROUP BY u.c_id`},
+	{`TRANSFORM nc_refunds_full_proj FROM nc_refunds_full SELECT region WHERE refund > 2`, "nc_refunds_full_proj",
+		`SELECT rf.id, u.o_id, u.c_id, u.region FROM nc_refunds rf LEFT JOIN (` + ncFullRec + `) u ON u.o_id = rf.id WHERE rf.amount > 2`},
+	{`TRANSFORM nc_orders_refunds FROM nc_orders o JOIN nc_refunds_left x ON x.l_o_id = o.id SELECT o.customer_id, x.refund`, "nc_orders_refunds",
+		`SELECT o.id, rf.id, u.o_id, u.c_id, o.customer_id, rf.amount FROM nc_orders o JOIN nc_refunds rf ON rf.id = o.id JOIN (` + ncLeftRec + `) u ON u.o_id = rf.id AND u.o_id = o.id`},
 }
 
 // writeNullChainSources changes orders (their customer set to none and
@@ -181,6 +202,10 @@ INSERT INTO nc_refunds SELECT g, g % 6 FROM generate_series(1, 40) g`)
 	require.NotEmpty(t, e.rows(`SELECT o_id FROM nc_left_proj WHERE c_id IS NULL`))
 	require.NotEmpty(t, e.rows(`SELECT o_id FROM nc_full_proj WHERE c_id IS NULL`))
 	require.NotEmpty(t, e.rows(`SELECT n FROM nc_by_cust_proj WHERE customer_id IS NULL`))
+	require.NotEmpty(t, e.rows(`SELECT rf_id FROM nc_refunds_left WHERE l_c_id IS NULL`))
+	require.NotEmpty(t, e.rows(`SELECT rf_id FROM nc_refunds_full WHERE f_c_id IS NULL AND f_o_id IS NOT NULL`))
+	require.NotEmpty(t, e.rows(`SELECT rf_id FROM nc_refunds_by_cust WHERE b_customer_id IS NULL`))
+	require.NotEmpty(t, e.rows(`SELECT x_rf_id FROM nc_orders_refunds WHERE x_l_c_id IS NULL`))
 	// The upstream's key stays nullable: a TRUNCATE rebuilds it whole,
 	// NULL keys and all, and its readers follow.
 	e.exec(`TRUNCATE nc_refunds; INSERT INTO nc_refunds SELECT g, g % 5 FROM generate_series(1, 30) g`)

@@ -183,8 +183,8 @@ func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) (nulls
 		return nil, errs.New(trellistype.CodeValidation,
 			"%s cannot be read by a transform: an aggregate without GROUP BY has one row and no key column; read its sources instead", up.Target)
 	}
-	if pl.Kind() == plan.KindJoin && up.Spec.Source.KeyMayBeNull() {
-		return pl.KeyNulls(), nil // its FROM table's key may be NULL (a projection or join of a chain, decision 0054)
+	if pl.Kind() == plan.KindJoin && up.Spec.NullableKeys(0) {
+		return pl.KeyNulls(), nil // a table's key may be NULL (a projection or join of a chain, decisions 0054, 0062)
 	}
 	if pl.FullUnits() {
 		return pl.KeyNulls(), nil // a FULL JOIN's, or a RIGHT JOIN's after the second table

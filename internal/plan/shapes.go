@@ -656,9 +656,9 @@ func (p *Plan) goneUnitRows(withNulls bool) string {
 
 // keyNullable says whether the target's key column i can hold NULL among
 // the rows of a keyed recompute: a joined table's key under a LEFT JOIN,
-// an aggregate's or window's group when the keys include a NULL group. The
-// FROM table's key is never NULL, but under a FULL JOIN or when its own
-// key may be (a target read by a chain, decisions 0049 and 0054).
+// an aggregate's or window's group when the keys include a NULL group. A
+// table's key is never NULL, but under a FULL JOIN or when its own key may
+// be (a target read by a chain, decisions 0049, 0054 and 0062).
 func (p *Plan) keyNullable(i int, withNulls bool) bool {
 	if p.Kind() == KindJoin {
 		if p.Full() {
@@ -667,10 +667,18 @@ func (p *Plan) keyNullable(i int, withNulls bool) bool {
 		if src := p.Spec.Source; i < len(src.KeyCols) {
 			return i < len(src.KeyNulls) && src.KeyNulls[i]
 		}
-		for _, j := range p.Spec.JoinList() {
-			if j.Left {
-				return true
+		joins := p.Spec.JoinList()
+		if slices.ContainsFunc(joins, func(j *Join) bool { return j.Left }) {
+			return true
+		}
+		// Inner joins: a joined target whose own key may be NULL (decision
+		// 0062).
+		at := len(p.Spec.Source.KeyCols)
+		for _, j := range joins {
+			if k := i - at; k < len(j.Source.KeyCols) {
+				return k < len(j.Source.KeyNulls) && j.Source.KeyNulls[k]
 			}
+			at += len(j.Source.KeyCols)
 		}
 		return false
 	}
