@@ -66,8 +66,8 @@ func TestSetOpRecomputeSearchesNoArrayPerRow(t *testing.T) {
 	for i := 1; i <= 2000; i++ {
 		ids, vs = append(ids, fmt.Sprint(i)), append(vs, fmt.Sprint(i%7))
 	}
-	// A page with a NULL key (RecomputeGroups(true)) still matches the
-	// first column with an OR that PostgreSQL evaluates row by row.
+	// A page with a NULL key (RecomputeGroups(true)) probes its units
+	// by their pattern of NULL parts: TestNullUnitsReadOnlyTheirRows.
 	for i, q := range pl.RecomputeGroups(false) {
 		name := fmt.Sprintf("r%d", i)
 		exec("PREPARE " + name + " AS " + q)

@@ -560,29 +560,67 @@ func unitProbes(gcols []string, filter, query string) string {
 // byUnits is unitProbes of the query query builds from its unit
 // conditions: eq(i, a, b) matches the unit's column i (a, of the source
 // or the target) with its value b. On a page with NULLs (withNulls), the
-// units without one are probed by equalities, and those with one apart:
-// a NULL value matches a NULL column there, in a form an index serves
-// for each arm (a = b, a IS NULL), and the columns no unit holds NULL in
-// (unitNullable) stay equalities, which an index on the unit serves.
+// units are probed apart by their pattern of NULL parts over the columns
+// a unit can hold NULL in (unitNullable): each pattern's probe matches a
+// column by = where its units have a value and by IS NULL where they have
+// none, so every column is an index condition on the unit's index (a
+// unit (NULL, b) finds its rows by a IS NULL AND b = ..., not by reading
+// every row with a NULL a and filtering b: decision 0065). Beyond
+// maxNullArms patterns the units with a NULL are probed together, each
+// nullable column matched by (a = b OR (a IS NULL AND b IS NULL)).
 func (p *Plan) byUnits(gcols []string, withNulls bool, query func(eq func(i int, a, b string) string) string) string {
 	ops := p.keyOps()
-	nullable := p.unitNullable()
-	probe := func(filter string, nulls bool) string {
-		return unitProbes(gcols, filter, query(func(i int, a, b string) string {
-			return unitEq(a, b, opAt(ops, i), nulls && nullable[i])
-		}))
-	}
-	var notNull, anyNull []string
-	for i, c := range gcols {
-		if nullable[i] {
-			notNull = append(notNull, "g."+c+" IS NOT NULL")
-			anyNull = append(anyNull, "g."+c+" IS NULL")
+	var nullable []int
+	for i, ok := range p.unitNullable() {
+		if ok {
+			nullable = append(nullable, i)
 		}
 	}
-	if !withNulls || len(anyNull) == 0 {
-		return probe("", false)
+	// probe is the probes of the units that filter keeps, a column i
+	// matched by IS NULL where null(i), by = or else, or by either where
+	// either(i).
+	probe := func(filter []string, null, either func(i int) bool) string {
+		where := ""
+		if len(filter) > 0 {
+			where = " WHERE " + strings.Join(filter, " AND ")
+		}
+		return unitProbes(gcols, where, query(func(i int, a, b string) string {
+			switch {
+			case null(i):
+				return a + " IS NULL"
+			case either(i):
+				return unitEq(a, b, opAt(ops, i), true)
+			}
+			return cmp(a, "=", b, opAt(ops, i))
+		}))
 	}
-	return probe(" WHERE "+strings.Join(notNull, " AND "), false) + " UNION ALL " + probe(" WHERE "+strings.Join(anyNull, " OR "), true)
+	none := func(int) bool { return false }
+	if !withNulls || len(nullable) == 0 {
+		return probe(nil, none, none)
+	}
+	if 1<<len(nullable) > maxNullArms {
+		var notNull, anyNull []string
+		for _, i := range nullable {
+			notNull = append(notNull, "g."+gcols[i]+" IS NOT NULL")
+			anyNull = append(anyNull, "g."+gcols[i]+" IS NULL")
+		}
+		return probe(notNull, none, none) + " UNION ALL " +
+			probe([]string{strings.Join(anyNull, " OR ")}, none, func(i int) bool { return slices.Contains(nullable, i) })
+	}
+	arms := make([]string, 0, 1<<len(nullable))
+	for set := 0; set < 1<<len(nullable); set++ {
+		null := map[int]bool{}
+		filter := make([]string, len(nullable))
+		for b, i := range nullable {
+			null[i] = set&(1<<b) != 0
+			filter[b] = "g." + gcols[i] + " IS NOT NULL"
+			if null[i] {
+				filter[b] = "g." + gcols[i] + " IS NULL"
+			}
+		}
+		arms = append(arms, probe(filter, func(i int) bool { return null[i] }, none))
+	}
+	return strings.Join(arms, " UNION ALL ")
 }
 
 // unitNullable says, for each column of a multi-column unit, whether a
@@ -732,7 +770,6 @@ func (p *Plan) groupsStatements(withNulls bool) (groups, rows, query string) {
 	// aggregate, the PARTITION BY for a window.
 	exprs := p.unitExprs()
 	unit := p.Spec.Key[:len(exprs)]
-	names := p.KeyNames()[:len(exprs)]
 	ops := p.keyOps()[:len(exprs)]
 	types := make([]string, len(unit))
 	// The groups CTE's columns have names of their own, so that a GROUP BY
@@ -753,67 +790,18 @@ func (p *Plan) groupsStatements(withNulls bool) (groups, rows, query string) {
 			return "SELECT * FROM (" + p.shapeQuery(strings.Join(conds, " AND ")) + ") AS trellis_s"
 		})
 	}
-	var tmatch, smatch, coarse, tcoarse []string
-	// Only a page with a NULL group gets the NULL branches: an OR there
-	// keeps a generic plan from using the array as an index condition.
-	inGroups := func(expr string, i int) string {
+	// One column (several are multiUnit): the plain equality lets an
+	// index find the rows. Only a page with a NULL group gets the NULL
+	// arm, an index condition too (a condition no index serves, such as
+	// asking the array whether it holds a NULL, made the whole OR a
+	// filter that casts and searches the array for every row).
+	in := func(expr string) string {
 		if !withNulls {
-			return inParam(expr, i+1, types[i], ops[i])
+			return inParam(expr, 1, types[0], ops[0])
 		}
-		if len(unit) == 1 && p.KeyParams() == 1 {
-			// One group column, and the page has a NULL group: both arms
-			// are index conditions. Asking the array whether it holds a
-			// NULL, which no index serves, made the whole OR a filter
-			// that casts and searches the array for every row.
-			return fmt.Sprintf("(%s OR (%s) IS NULL)", inParam(expr, i+1, types[i], ops[i]), expr)
-		}
-		return fmt.Sprintf("(%s OR ((%s) IS NULL AND array_position(%s, NULL) IS NOT NULL))",
-			inParam(expr, i+1, types[i], ops[i]), expr, keyParam(i+1, types[i]))
+		return fmt.Sprintf("(%s OR (%s) IS NULL)", inParam(expr, 1, types[0], ops[0]), expr)
 	}
-	for i, k := range unit {
-		q := ident.Quote(k.Name)
-		tmatch = append(tmatch, cmp("t."+q, "IS NOT DISTINCT FROM", "g."+gcols[i], ops[i]))
-		smatch = append(smatch, cmp("g."+gcols[i], "IS NOT DISTINCT FROM", "("+exprs[i]+")", ops[i]))
-		if i > 0 && p.Spec.SetOp != nil && !p.Spec.SetOp.All {
-			// The later columns of a UNION, INTERSECT or EXCEPT row are
-			// matched by the hashed IN below alone. As a filter, = ANY
-			// of a text[] parameter cast to an array is cast again and
-			// searched element by element for every row (in a generic
-			// plan): a cost quadratic in a page's keys. The index the
-			// recompute needs leads with the first column.
-			continue
-		}
-		coarse = append(coarse, inGroups(exprs[i], i))
-		tcoarse = append(tcoarse, inGroups("t."+q, i))
-	}
-	// The plain equalities let an index find the rows. With one key column
-	// they are exact; with several, a hashed IN matches the rows without
-	// NULLs exactly, and rows with a NULL are matched one by one.
-	exact := func(cols []string, match []string) string {
-		if len(cols) == 1 {
-			return ""
-		}
-		var notNull, anyNull []string
-		for _, c := range cols {
-			notNull = append(notNull, c+" IS NOT NULL")
-			anyNull = append(anyNull, c+" IS NULL")
-		}
-		in := inQuery(cols, "SELECT "+strings.Join(gcols, ", ")+" FROM g", ops)
-		if !withNulls {
-			return " AND " + in
-		}
-		return fmt.Sprintf(" AND ((%s AND %s) OR ((%s) AND EXISTS (SELECT 1 FROM g WHERE %s)))",
-			strings.Join(notNull, " AND "), in, strings.Join(anyNull, " OR "), strings.Join(match, " AND "))
-	}
-	tcols := make([]string, len(names))
-	scols := make([]string, len(names))
-	for i, n := range names {
-		tcols[i] = "t." + ident.Quote(n)
-		scols[i] = "(" + exprs[i] + ")"
-	}
-	rows = strings.Join(tcoarse, " AND ") + exact(tcols, tmatch)
-	srcConds := strings.Join(coarse, " AND ") + exact(scols, smatch)
-	return groups, rows, p.shapeQuery(srcConds)
+	return groups, in("t." + ident.Quote(unit[0].Name)), p.shapeQuery(in(exprs[0]))
 }
 
 // Changes describes the parameters of the affected-rows queries: the
