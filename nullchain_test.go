@@ -95,6 +95,14 @@ var nullChains = []struct{ stmt, target, recompute string }{
 		`SELECT a.o_id, a.c_id, b.branch, b.id, b.c_id, a.region, b.amount FROM (` + ncLeftRec + `) a JOIN (` + ncUnionRec + `) b ON b.id = a.o_id`},
 	{`TRANSFORM nc_rank_left FROM nc_customers cu LEFT JOIN nc_rank k ON k.customer_id = cu.id SELECT cu.region AS cregion, k.r`, "nc_rank_left",
 		`SELECT cu.id, u.customer_id, u.id, cu.region, u.r FROM nc_customers cu LEFT JOIN (` + ncRankRec + `) u ON u.customer_id = cu.id`},
+	// Joins of three tables reading such targets (decision 0062): as the
+	// FROM table, the last table, and a table between two others.
+	{`TRANSFORM nc_left_cust_ref FROM nc_left l LEFT JOIN nc_customers cu ON cu.id = l.c_id LEFT JOIN nc_refunds rf ON rf.id = l.o_id SELECT l.amount, cu.region AS cregion, rf.amount AS refund`, "nc_left_cust_ref",
+		`SELECT u.o_id, u.c_id, cu.id, rf.id, u.amount, cu.region, rf.amount FROM (` + ncLeftRec + `) u LEFT JOIN nc_customers cu ON cu.id = u.c_id LEFT JOIN nc_refunds rf ON rf.id = u.o_id`},
+	{`TRANSFORM nc_ord_ref_left FROM nc_orders o JOIN nc_refunds rf ON rf.id = o.id JOIN nc_left l ON l.o_id = rf.id SELECT o.customer_id, rf.amount AS refund, l.region`, "nc_ord_ref_left",
+		`SELECT o.id, rf.id, u.o_id, u.c_id, o.customer_id, rf.amount, u.region FROM nc_orders o JOIN nc_refunds rf ON rf.id = o.id JOIN (` + ncLeftRec + `) u ON u.o_id = rf.id`},
+	{`TRANSFORM nc_ref_full_cust FROM nc_refunds rf JOIN nc_full f ON f.o_id = rf.id LEFT JOIN nc_customers cu ON cu.id = f.c_id SELECT rf.amount AS refund, f.region, cu.region AS cregion`, "nc_ref_full_cust",
+		`SELECT rf.id, u.o_id, u.c_id, cu.id, rf.amount, u.region, cu.region FROM nc_refunds rf JOIN (` + ncFullRec + `) u ON u.o_id = rf.id LEFT JOIN nc_customers cu ON cu.id = u.c_id`},
 	// Chains over those: a projection of a projection, an aggregate of a
 	// join, and (decision 0062) an aggregate and a projection of joins
 	// whose joined table is such a target, and a join of one as its
@@ -109,6 +117,10 @@ var nullChains = []struct{ stmt, target, recompute string }{
 		`SELECT rf.id, u.o_id, u.c_id, u.region FROM nc_refunds rf LEFT JOIN (` + ncFullRec + `) u ON u.o_id = rf.id WHERE rf.amount > 2`},
 	{`TRANSFORM nc_orders_refunds FROM nc_orders o JOIN nc_refunds_left x ON x.l_o_id = o.id SELECT o.customer_id, x.refund`, "nc_orders_refunds",
 		`SELECT o.id, rf.id, u.o_id, u.c_id, o.customer_id, rf.amount FROM nc_orders o JOIN nc_refunds rf ON rf.id = o.id JOIN (` + ncLeftRec + `) u ON u.o_id = rf.id AND u.o_id = o.id`},
+	{`TRANSFORM nc_ord_ref_left_by_c FROM nc_ord_ref_left SELECT l_c_id, count(*) AS n, sum(refund) AS refund GROUP BY l_c_id`, "nc_ord_ref_left_by_c",
+		`SELECT u.c_id, count(*), sum(rf.amount) FROM nc_orders o JOIN nc_refunds rf ON rf.id = o.id JOIN (` + ncLeftRec + `) u ON u.o_id = rf.id GROUP BY u.c_id`},
+	{`TRANSFORM nc_ref_full_cust_proj FROM nc_ref_full_cust SELECT cregion WHERE refund < 10`, "nc_ref_full_cust_proj",
+		`SELECT rf.id, u.o_id, u.c_id, cu.id, cu.region FROM nc_refunds rf JOIN (` + ncFullRec + `) u ON u.o_id = rf.id LEFT JOIN nc_customers cu ON cu.id = u.c_id WHERE rf.amount < 10`},
 }
 
 // writeNullChainSources changes orders (their customer set to none and
@@ -206,6 +218,8 @@ INSERT INTO nc_refunds SELECT g, g % 6 FROM generate_series(1, 40) g`)
 	require.NotEmpty(t, e.rows(`SELECT rf_id FROM nc_refunds_full WHERE f_c_id IS NULL AND f_o_id IS NOT NULL`))
 	require.NotEmpty(t, e.rows(`SELECT rf_id FROM nc_refunds_by_cust WHERE b_customer_id IS NULL`))
 	require.NotEmpty(t, e.rows(`SELECT x_rf_id FROM nc_orders_refunds WHERE x_l_c_id IS NULL`))
+	require.NotEmpty(t, e.rows(`SELECT o_id FROM nc_ord_ref_left WHERE l_c_id IS NULL`))
+	require.NotEmpty(t, e.rows(`SELECT rf_id FROM nc_ref_full_cust WHERE f_c_id IS NULL AND f_o_id IS NOT NULL`))
 	// The upstream's key stays nullable: a TRUNCATE rebuilds it whole,
 	// NULL keys and all, and its readers follow.
 	e.exec(`TRUNCATE nc_refunds; INSERT INTO nc_refunds SELECT g, g % 5 FROM generate_series(1, 30) g`)

@@ -226,11 +226,11 @@ func (s *Spec) NullableKeys(src int) bool {
 // DISTINCT ON) over the tables of FROM and JOIN: a changed row of the
 // source is then only looked up by its key, NULL parts matching as its
 // unique index matches them. A projection, or an inner or left join of
-// two tables, may read one as its FROM table (decision 0054) or its joined
-// table (0062): its target is keyed by that key, NULL parts and all, as a
-// join's. A join of more tables, a FULL or RIGHT JOIN and a set operation
-// would make the key a part of units of their own; an EXISTS or IN
-// subquery correlates it.
+// two tables, may read one as its FROM table (decision 0054), an inner or
+// left join of any tables as any of them (0062): its target is keyed by
+// that key, NULL parts and all, as a join's. A FULL or RIGHT JOIN and a
+// set operation would make the key a part of units of their own; an
+// EXISTS or IN subquery correlates it.
 func (p *Plan) NullableKeyRefusal() string {
 	s := &p.Spec
 	var src *Source
@@ -259,8 +259,8 @@ func (p *Plan) NullableKeyRefusal() string {
 		return "a set operation reading " + what + ", is not supported: aggregate it in the branch's place (GROUP BY), or read the sources of " + src.Table
 	case slices.ContainsFunc(s.Semis, func(sj Semi) bool { return sj.Source.KeyMayBeNull() }):
 		return "EXISTS / IN (SELECT ...) over " + what + ", is not supported: join it instead"
-	case p.Kind() == KindJoin && p.Multi():
-		return "a transform reading " + what + ", is not supported (its target would be keyed by that key) in a join of three tables or more or with EXISTS / IN, or under a FULL or RIGHT JOIN: make it a table of a projection or of an inner or left join of two tables, group by the columns it selects, its key columns included (SELECT ... GROUP BY " + strings.Join(src.KeyCols, ", ") + ", ...), or read the sources of " + src.Table
+	case p.Kind() == KindJoin && (p.Full() || len(s.Semis) > 0):
+		return "a transform reading " + what + ", is not supported (its target would be keyed by that key) with EXISTS / IN, or under a FULL or RIGHT JOIN: make it a table of a projection or of an inner or left join, group by the columns it selects, its key columns included (SELECT ... GROUP BY " + strings.Join(src.KeyCols, ", ") + ", ...), or read the sources of " + src.Table
 	}
 	return ""
 }
