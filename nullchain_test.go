@@ -103,6 +103,14 @@ var nullChains = []struct{ stmt, target, recompute string }{
 		`SELECT o.id, rf.id, u.o_id, u.c_id, o.customer_id, rf.amount, u.region FROM nc_orders o JOIN nc_refunds rf ON rf.id = o.id JOIN (` + ncLeftRec + `) u ON u.o_id = rf.id`},
 	{`TRANSFORM nc_ref_full_cust FROM nc_refunds rf JOIN nc_full f ON f.o_id = rf.id LEFT JOIN nc_customers cu ON cu.id = f.c_id SELECT rf.amount AS refund, f.region, cu.region AS cregion`, "nc_ref_full_cust",
 		`SELECT rf.id, u.o_id, u.c_id, cu.id, rf.amount, u.region, cu.region FROM nc_refunds rf JOIN (` + ncFullRec + `) u ON u.o_id = rf.id LEFT JOIN nc_customers cu ON cu.id = u.c_id`},
+	// A window over an inner join whose joined table is such a target,
+	// and its reader: the window's key holds the joined target's, NULL
+	// parts and all, so its reader must leave it nullable (defined NOT
+	// NULL, a row without a customer was held as a failing key).
+	{`TRANSFORM nc_ref_left_ranked FROM nc_refunds rf JOIN nc_left l ON l.amount = rf.amount SELECT rf.amount AS refund, l.region, rank() OVER (PARTITION BY rf.amount ORDER BY l.region) AS rk`, "nc_ref_left_ranked",
+		`SELECT rf.amount, rf.id, u.o_id, u.c_id, u.region, rank() OVER (PARTITION BY rf.amount ORDER BY u.region) FROM nc_refunds rf JOIN (` + ncLeftRec + `) u ON u.amount = rf.amount`},
+	{`TRANSFORM nc_ref_left_ranked_by FROM nc_ref_left_ranked SELECT rk, count(*) AS n, count(l_c_id) AS known GROUP BY rk`, "nc_ref_left_ranked_by",
+		`SELECT rk, count(*), count(c_id) FROM (SELECT u.c_id, rank() OVER (PARTITION BY rf.amount ORDER BY u.region) AS rk FROM nc_refunds rf JOIN (` + ncLeftRec + `) u ON u.amount = rf.amount) w GROUP BY rk`},
 	// Chains over those: a projection of a projection, an aggregate of a
 	// join, and (decision 0062) an aggregate and a projection of joins
 	// whose joined table is such a target, and a join of one as its

@@ -186,6 +186,9 @@ func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) (nulls
 	if pl.Kind() == plan.KindJoin && up.Spec.NullableKeys(0) {
 		return pl.KeyNulls(), nil // a table's key may be NULL (a projection or join of a chain, decisions 0054, 0062)
 	}
+	if pl.Kind() == plan.KindWindow && len(up.Spec.Key) > len(up.Spec.Window.Partition) && up.Spec.NullableKeys(0) {
+		return pl.KeyNulls(), nil // its rows' key holds a table's that may be NULL (a window over a chain's join)
+	}
 	if pl.FullUnits() {
 		return pl.KeyNulls(), nil // a FULL JOIN's, or a RIGHT JOIN's after the second table
 	}
