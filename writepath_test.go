@@ -1,6 +1,7 @@
 package trellis_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -30,6 +31,9 @@ func (e *env) roleURL(suffix string, grants ...string) (*pgxpool.Pool, string) {
 	var db string
 	require.NoError(e.t, e.db.QueryRow(e.ctx, "SELECT current_database()").Scan(&db))
 	name := db + "_" + suffix
+	// Database names repeat between runs on one server (a counter per test
+	// binary): a role an earlier run could not drop would fail CREATE ROLE.
+	_, _ = e.db.Exec(e.ctx, fmt.Sprintf("DROP ROLE IF EXISTS %q", name))
 	e.exec(fmt.Sprintf("CREATE ROLE %q LOGIN", name))
 	for _, g := range grants {
 		e.exec(fmt.Sprintf(g, fmt.Sprintf("%q", name)))
@@ -41,8 +45,11 @@ func (e *env) roleURL(suffix string, grants ...string) (*pgxpool.Pool, string) {
 	require.NoError(e.t, err)
 	e.t.Cleanup(func() {
 		pool.Close()
-		_, _ = e.db.Exec(e.ctx, fmt.Sprintf("DROP OWNED BY %q", name))
-		_, _ = e.db.Exec(e.ctx, fmt.Sprintf("DROP ROLE %q", name))
+		// Not e.ctx: it may have expired in a long test, leaving the role.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, _ = e.db.Exec(ctx, fmt.Sprintf("DROP OWNED BY %q", name))
+		_, _ = e.db.Exec(ctx, fmt.Sprintf("DROP ROLE %q", name))
 	})
 	return pool, u.String()
 }
