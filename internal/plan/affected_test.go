@@ -2,7 +2,6 @@ package plan
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -75,11 +74,8 @@ func TestAffectedGroupsFindChangedRowsInOneScan(t *testing.T) {
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 		exec("SET plan_cache_mode = " + mode)
 		require.Equal(t, want, count(), mode)
-		var raw []byte
-		require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE a("+args+")").Scan(&raw), mode)
-		var plan []map[string]any
-		require.NoError(t, json.Unmarshal(raw, &plan))
-		loops := indexLoops(plan[0]["Plan"].(map[string]any), "sales_pkey")
+		raw, plan := explainJSON(ctx, t, conn, "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE a("+args+")", mode)
+		loops := indexLoops(plan["Plan"].(map[string]any), "sales_pkey")
 		require.Equal(t, []float64{1}, loops, "%s: the changed rows are looked up in one scan of the key index: %s", mode, raw)
 	}
 	// The groups found: the old group and the current one of every key.

@@ -2,15 +2,11 @@ package plan
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
-
-	"github.com/trellis-pg/trellis/internal/testsupport"
 )
 
 // indexScans lists the indexes a JSON plan's nodes scan.
@@ -61,11 +57,8 @@ FROM generate_series(1, 20000) g`)
 	var keys string
 	require.NoError(t, conn.QueryRow(ctx, `SELECT pg_catalog.quote_literal(pg_catalog.array_agg(pg_catalog.format('%s', m))::text)
 FROM public.arr WHERE v % 40 = 0`).Scan(&keys))
-	var raw []byte
-	require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) EXECUTE r("+keys+")").Scan(&raw))
-	var plan []map[string]any
-	require.NoError(t, json.Unmarshal(raw, &plan))
-	scans := indexScans(plan[0]["Plan"].(map[string]any))
+	raw, plan := explainJSON(ctx, t, conn, "EXPLAIN (FORMAT JSON) EXECUTE r("+keys+")")
+	scans := indexScans(plan["Plan"].(map[string]any))
 	require.Contains(t, scans, "arr_pkey", "%s", raw)
 	require.Contains(t, scans, "by_arr_pkey", "%s", raw)
 }
@@ -93,12 +86,7 @@ func TestArrayOfUserTypeGroupFoundByIndex(t *testing.T) {
 	exec("CREATE TABLE public.tagged (id integer PRIMARY KEY, tags app.posint[] NOT NULL, v integer NOT NULL)")
 	exec("CREATE INDEX ON public.tagged (tags)")
 	exec(`INSERT INTO public.tagged SELECT g, ARRAY[1 + g % 5000, 1 + g % 7]::app.posint[], g FROM generate_series(1, 50000) g`)
-	for _, q := range strings.Split(pl.CreateShapeTarget(), ";\n") {
-		exec(q)
-	}
-	for _, q := range pl.ShapeResync() {
-		exec(q)
-	}
+	buildTarget(exec, pl)
 	exec("ANALYZE public.tagged")
 	exec("ANALYZE public.by_tags")
 	exec("SET search_path = pg_catalog, pg_temp")
@@ -108,11 +96,8 @@ func TestArrayOfUserTypeGroupFoundByIndex(t *testing.T) {
 	var groups string
 	require.NoError(t, conn.QueryRow(ctx, `SELECT pg_catalog.quote_literal(pg_catalog.array_agg(DISTINCT pg_catalog.format('%s', tags))::text)
 FROM public.tagged WHERE id % 50 = 0`).Scan(&groups))
-	var raw []byte
-	require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) EXECUTE r("+groups+")").Scan(&raw))
-	var plan []map[string]any
-	require.NoError(t, json.Unmarshal(raw, &plan))
-	scans := indexScans(plan[0]["Plan"].(map[string]any))
+	raw, plan := explainJSON(ctx, t, conn, "EXPLAIN (FORMAT JSON) EXECUTE r("+groups+")")
+	scans := indexScans(plan["Plan"].(map[string]any))
 	require.Contains(t, scans, "tagged_tags_idx", "%s", raw)
 	require.Contains(t, scans, "by_tags_tags_idx", "%s", raw) // the target key's unique index
 }
@@ -125,10 +110,7 @@ func TestDomainOverCitextGroupFoundByIndex(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	url := testsupport.Database(t)
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer func() { _ = conn.Close(context.Background()) }()
+	conn, exec := testConn(ctx, t)
 	var avail bool
 	require.NoError(t, conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'citext')`).Scan(&avail))
 	if !avail {
@@ -144,11 +126,6 @@ func TestDomainOverCitextGroupFoundByIndex(t *testing.T) {
 	recompute := pl.RecomputeGroups(false)
 	require.Len(t, recompute, 1)
 	require.NotContains(t, recompute[0], "::ext.citext[]", "the parameter is coerced as a whole")
-	exec := func(q string) {
-		t.Helper()
-		_, err := conn.Exec(ctx, q)
-		require.NoError(t, err, q)
-	}
 	exec("CREATE SCHEMA ext")
 	exec("CREATE EXTENSION citext SCHEMA ext")
 	exec("CREATE SCHEMA app")
@@ -156,12 +133,7 @@ func TestDomainOverCitextGroupFoundByIndex(t *testing.T) {
 	exec("CREATE TABLE public.mail (id integer PRIMARY KEY, addr app.email NOT NULL, v integer NOT NULL)")
 	exec("CREATE INDEX ON public.mail (addr)")
 	exec(`INSERT INTO public.mail SELECT g, 'user' || (g % 5000), g FROM generate_series(1, 50000) g`)
-	for _, q := range strings.Split(pl.CreateShapeTarget(), ";\n") {
-		exec(q)
-	}
-	for _, q := range pl.ShapeResync() {
-		exec(q)
-	}
+	buildTarget(exec, pl)
 	exec("ANALYZE public.mail")
 	exec("ANALYZE public.by_addr")
 	exec("SET search_path = pg_catalog, pg_temp")
@@ -170,11 +142,8 @@ func TestDomainOverCitextGroupFoundByIndex(t *testing.T) {
 	var groups string
 	require.NoError(t, conn.QueryRow(ctx, `SELECT pg_catalog.quote_literal(pg_catalog.array_agg(DISTINCT pg_catalog.upper(addr::text))::text)
 FROM public.mail WHERE id % 50 = 0`).Scan(&groups))
-	var raw []byte
-	require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) EXECUTE r("+groups+")").Scan(&raw))
-	var plan []map[string]any
-	require.NoError(t, json.Unmarshal(raw, &plan))
-	scans := indexScans(plan[0]["Plan"].(map[string]any))
+	raw, plan := explainJSON(ctx, t, conn, "EXPLAIN (FORMAT JSON) EXECUTE r("+groups+")")
+	scans := indexScans(plan["Plan"].(map[string]any))
 	require.Contains(t, scans, "mail_addr_idx", "%s", raw)
 	require.Contains(t, scans, "by_addr_addr_idx", "%s", raw) // the target key's unique index
 }

@@ -2,18 +2,15 @@ package plan
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgerrcode"
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/trellis-pg/trellis/internal/pgerr"
-	"github.com/trellis-pg/trellis/internal/testsupport"
 )
 
 // TestCountedRecomputeWritesOnlyChangedCopies: the keyed recompute of a
@@ -49,15 +46,7 @@ func TestCountedRecomputeWritesOnlyChangedCopies(t *testing.T) {
 			tables: []*Table{srcT, srcT}, types: types},
 	}
 
-	url := testsupport.Database(t)
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer func() { _ = conn.Close(context.Background()) }()
-	exec := func(q string, args ...any) {
-		t.Helper()
-		_, err := conn.Exec(ctx, q, args...)
-		require.NoError(t, err, q)
-	}
+	conn, exec := testConn(ctx, t)
 	exec("CREATE TABLE public.csrc (id bigint PRIMARY KEY, grp integer NOT NULL, v integer)")
 	exec(fmt.Sprintf("INSERT INTO public.csrc SELECT g, g %% %d, 0 FROM generate_series(1, %d) g", values, rows))
 	exec("CREATE INDEX ON public.csrc (grp, v)")
@@ -66,12 +55,7 @@ func TestCountedRecomputeWritesOnlyChangedCopies(t *testing.T) {
 	for _, c := range cases {
 		pl, _ := planOf(t, c)
 		plans = append(plans, pl)
-		for _, q := range strings.Split(pl.CreateShapeTarget(), ";\n") {
-			exec(q)
-		}
-		for _, q := range pl.ShapeResync() {
-			exec(q)
-		}
+		buildTarget(exec, pl)
 		exec("VACUUM ANALYZE " + pl.Target.Quoted())
 	}
 	// One row of each value moves to v = 1 (its value loses a copy, the
@@ -119,11 +103,10 @@ func TestCountedRecomputeWritesOnlyChangedCopies(t *testing.T) {
 					t.Fatalf("a page of %d units did not finish in 60 s under a generic plan", units)
 				}
 				require.NoError(t, err)
-				var plan []map[string]any
-				require.NoError(t, json.Unmarshal(raw, &plan))
-				require.NotContains(t, plan[0], "JIT", "a page of %d units was compiled by JIT: %s", units, raw)
+				plan := decodePlan(t, raw)
+				require.NotContains(t, plan, "JIT", "a page of %d units was compiled by JIT: %s", units, raw)
 				limit := 4 * float64(units)
-				for _, w := range planNodes(plan[0]["Plan"].(map[string]any)) {
+				for _, w := range planNodes(plan["Plan"].(map[string]any)) {
 					if strings.HasPrefix(w.node, "Seq Scan") {
 						require.NotContains(t, []string{"csrc", pl.Target.Name}, w.relation, "a page scans the whole of %s: %s", w.relation, raw)
 					}
@@ -135,7 +118,7 @@ func TestCountedRecomputeWritesOnlyChangedCopies(t *testing.T) {
 						w.node, w.relation, w.rows+w.filtered, units, raw)
 				}
 				var conflicts float64
-				eachPlanNode(plan[0]["Plan"].(map[string]any), func(n map[string]any) {
+				eachPlanNode(plan["Plan"].(map[string]any), func(n map[string]any) {
 					f, _ := n["Conflicting Tuples"].(float64)
 					conflicts += f
 				})

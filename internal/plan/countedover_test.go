@@ -2,7 +2,6 @@ package plan
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -49,12 +48,7 @@ func TestAggregatesOverCountedSetOperationsRunWithoutJIT(t *testing.T) {
 	for _, c := range cases {
 		pl, _ := planOf(t, c)
 		plans = append(plans, pl)
-		for _, q := range strings.Split(pl.CreateShapeTarget(), ";\n") {
-			exec(q)
-		}
-		for _, q := range pl.ShapeResync() {
-			exec(q)
-		}
+		buildTarget(exec, pl)
 		exec("VACUUM ANALYZE " + pl.Target.Quoted())
 	}
 	// Rows of the page's groups change value (some to a value their group
@@ -82,13 +76,10 @@ func TestAggregatesOverCountedSetOperationsRunWithoutJIT(t *testing.T) {
 					require.NoError(t, err, s)
 				}
 			}
-			var raw []byte
-			require.NoError(t, tx.QueryRow(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE %s_page(%s)", c.name, arg)).Scan(&raw))
-			var plan []map[string]any
-			require.NoError(t, json.Unmarshal(raw, &plan))
-			require.NotContains(t, plan[0], "JIT", "a page of %d groups was compiled by JIT: %s", page, raw)
+			raw, plan := explainJSON(ctx, t, tx, fmt.Sprintf("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE %s_page(%s)", c.name, arg))
+			require.NotContains(t, plan, "JIT", "a page of %d groups was compiled by JIT: %s", page, raw)
 			var read float64
-			for _, w := range planNodes(plan[0]["Plan"].(map[string]any)) {
+			for _, w := range planNodes(plan["Plan"].(map[string]any)) {
 				if strings.HasPrefix(w.node, "Seq Scan") {
 					require.NotContains(t, []string{"osrc", pl.Target.Name}, w.relation, "a page scans the whole of %s: %s", w.relation, raw)
 				}

@@ -2,7 +2,6 @@ package plan
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -53,12 +52,7 @@ func TestSetOpRecomputeSearchesNoArrayPerRow(t *testing.T) {
 	conn, exec := testConn(ctx, t)
 	exec("CREATE TABLE public.nums (id bigint PRIMARY KEY, v integer NOT NULL)")
 	exec("INSERT INTO public.nums SELECT g, g % 7 FROM generate_series(1, 20000) g")
-	for _, q := range strings.Split(pl.CreateShapeTarget(), ";\n") {
-		exec(q)
-	}
-	for _, q := range pl.ShapeResync() {
-		exec(q)
-	}
+	buildTarget(exec, pl)
 	exec("ANALYZE public.nums")
 	exec("ANALYZE public.rows_once")
 	exec("SET plan_cache_mode = force_generic_plan")
@@ -71,11 +65,8 @@ func TestSetOpRecomputeSearchesNoArrayPerRow(t *testing.T) {
 	for i, q := range pl.RecomputeGroups(false) {
 		name := fmt.Sprintf("r%d", i)
 		exec("PREPARE " + name + " AS " + q)
-		var raw []byte
-		require.NoError(t, conn.QueryRow(ctx, fmt.Sprintf("EXPLAIN (FORMAT JSON) EXECUTE %s('{%s}', '{%s}')", name, strings.Join(ids, ","), strings.Join(vs, ","))).Scan(&raw))
-		var plan []map[string]any
-		require.NoError(t, json.Unmarshal(raw, &plan))
-		require.Empty(t, arrayFilters(plan[0]["Plan"].(map[string]any)), "%s", raw)
+		raw, plan := explainJSON(ctx, t, conn, fmt.Sprintf("EXPLAIN (FORMAT JSON) EXECUTE %s('{%s}', '{%s}')", name, strings.Join(ids, ","), strings.Join(vs, ",")))
+		require.Empty(t, arrayFilters(plan["Plan"].(map[string]any)), "%s", raw)
 	}
 }
 
@@ -117,23 +108,15 @@ func TestGlobalTopKRecomputeKnowsItsRows(t *testing.T) {
 	exec("CREATE TABLE public.nums (id bigint PRIMARY KEY, v integer NOT NULL)")
 	exec("INSERT INTO public.nums SELECT g, g % 1000 FROM generate_series(1, 50000) g")
 	exec("CREATE INDEX ON public.nums (v DESC, id)")
-	for _, q := range strings.Split(pl.CreateShapeTarget(), ";\n") {
-		exec(q)
-	}
-	for _, q := range pl.ShapeResync() {
-		exec(q)
-	}
+	buildTarget(exec, pl)
 	exec("ANALYZE public.nums")
 	exec("ANALYZE public.top_nums")
 	exec("SET plan_cache_mode = force_generic_plan")
 	for i, q := range pl.RecomputeGroups(false) {
 		name := fmt.Sprintf("k%d", i)
 		exec("PREPARE " + name + " AS " + q)
-		var raw []byte
-		require.NoError(t, conn.QueryRow(ctx, fmt.Sprintf("EXPLAIN (FORMAT JSON) EXECUTE %s('{x}')", name)).Scan(&raw))
-		var plan []map[string]any
-		require.NoError(t, json.Unmarshal(raw, &plan))
-		rows, ok := cteRows(plan[0]["Plan"].(map[string]any), "src")
+		raw, plan := explainJSON(ctx, t, conn, fmt.Sprintf("EXPLAIN (FORMAT JSON) EXECUTE %s('{x}')", name))
+		rows, ok := cteRows(plan["Plan"].(map[string]any), "src")
 		require.True(t, ok, "no CTE src in %s", raw)
 		require.LessOrEqual(t, rows, 10.0, "the planner expects %v rows of the top 10: %s", rows, raw)
 	}
@@ -180,11 +163,8 @@ func TestNullableKeyLookupUsesTheIndex(t *testing.T) {
 	require.Len(t, qs, 1)
 	exec("PREPARE nk AS " + qs[0])
 	args := "('{5,4,7}', '{NULL,14,NULL}', '{NULL,NULL,NULL}', '{f,f,f}')"
-	var raw []byte
-	require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) EXECUTE nk"+args).Scan(&raw))
-	var plan []map[string]any
-	require.NoError(t, json.Unmarshal(raw, &plan))
-	require.Empty(t, seqScans(plan[0]["Plan"].(map[string]any)), "%s", raw)
+	raw, plan := explainJSON(ctx, t, conn, "EXPLAIN (FORMAT JSON) EXECUTE nk"+args)
+	require.Empty(t, seqScans(plan["Plan"].(map[string]any)), "%s", raw)
 	rows, err := conn.Query(ctx, "EXECUTE nk"+args)
 	require.NoError(t, err)
 	var groups []string
@@ -237,11 +217,8 @@ func TestNullableKeyProjectionUsesTheIndex(t *testing.T) {
 	require.Len(t, qs, 1)
 	exec("PREPARE nkp AS " + qs[0])
 	args := "('{5,4,7}', '{NULL,14,NULL}')"
-	var raw []byte
-	require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) EXECUTE nkp"+args).Scan(&raw))
-	var plan []map[string]any
-	require.NoError(t, json.Unmarshal(raw, &plan))
-	require.Empty(t, seqScans(plan[0]["Plan"].(map[string]any)), "%s", raw)
+	raw, plan := explainJSON(ctx, t, conn, "EXPLAIN (FORMAT JSON) EXECUTE nkp"+args)
+	require.Empty(t, seqScans(plan["Plan"].(map[string]any)), "%s", raw)
 	var deleted, upserted int64
 	require.NoError(t, conn.QueryRow(ctx, "EXECUTE nkp"+args).Scan(&deleted, &upserted))
 	require.Equal(t, []int64{1, 1}, []int64{deleted, upserted})
@@ -281,12 +258,7 @@ func TestNullGroupPageSearchesNoArrayPerRow(t *testing.T) {
 	exec("CREATE TABLE public.rows_c (id bigint PRIMARY KEY, c integer, v integer NOT NULL)")
 	exec("INSERT INTO public.rows_c SELECT g, NULLIF(g % 2000, 0), g % 7 FROM generate_series(1, 40000) g")
 	exec("CREATE INDEX ON public.rows_c (c)")
-	for _, q := range strings.Split(pl.CreateShapeTarget(), ";\n") {
-		exec(q)
-	}
-	for _, q := range pl.ShapeResync() {
-		exec(q)
-	}
+	buildTarget(exec, pl)
 	exec("ANALYZE public.rows_c")
 	exec("ANALYZE public.per_c")
 	exec("SET plan_cache_mode = force_generic_plan")
@@ -297,10 +269,7 @@ func TestNullGroupPageSearchesNoArrayPerRow(t *testing.T) {
 	for i, q := range pl.RecomputeGroups(true) {
 		name := fmt.Sprintf("n%d", i)
 		exec("PREPARE " + name + " AS " + q)
-		var raw []byte
-		require.NoError(t, conn.QueryRow(ctx, fmt.Sprintf("EXPLAIN (FORMAT JSON) EXECUTE %s('{%s}')", name, strings.Join(groups, ","))).Scan(&raw))
-		var plan []map[string]any
-		require.NoError(t, json.Unmarshal(raw, &plan))
-		require.Empty(t, arrayFilters(plan[0]["Plan"].(map[string]any)), "%s", raw)
+		raw, plan := explainJSON(ctx, t, conn, fmt.Sprintf("EXPLAIN (FORMAT JSON) EXECUTE %s('{%s}')", name, strings.Join(groups, ",")))
+		require.Empty(t, arrayFilters(plan["Plan"].(map[string]any)), "%s", raw)
 	}
 }

@@ -2,18 +2,15 @@ package plan
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgerrcode"
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/trellis-pg/trellis/internal/pgerr"
-	"github.com/trellis-pg/trellis/internal/testsupport"
 )
 
 // planWork is what one node of an EXPLAIN (ANALYZE, FORMAT JSON) plan did
@@ -122,15 +119,7 @@ func TestMultiColumnUnitRecomputeIsLinear(t *testing.T) {
 		cases = append(cases, c)
 	}
 
-	url := testsupport.Database(t)
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer func() { _ = conn.Close(context.Background()) }()
-	exec := func(q string, args ...any) {
-		t.Helper()
-		_, err := conn.Exec(ctx, q, args...)
-		require.NoError(t, err, q)
-	}
+	conn, exec := testConn(ctx, t)
 	exec("CREATE TABLE public.mcust (id bigint PRIMARY KEY, region text NOT NULL)")
 	exec("INSERT INTO public.mcust SELECT g, 'r' || g % 50 FROM generate_series(1, 10000) g")
 	exec("CREATE TABLE public.msrc (id bigint PRIMARY KEY, customer_id bigint NOT NULL, v integer NOT NULL, a integer, b integer)")
@@ -142,12 +131,7 @@ func TestMultiColumnUnitRecomputeIsLinear(t *testing.T) {
 		pl, _ := planOf(t, c.goldenCase)
 		if !made[pl.Target.Name] {
 			made[pl.Target.Name] = true
-			for _, q := range strings.Split(pl.CreateShapeTarget(), ";\n") {
-				exec(q)
-			}
-			for _, q := range pl.ShapeResync() {
-				exec(q)
-			}
+			buildTarget(exec, pl)
 			exec("ANALYZE " + pl.Target.Quoted())
 		}
 		t.Run(c.name, func(t *testing.T) {
@@ -183,11 +167,10 @@ func TestMultiColumnUnitRecomputeIsLinear(t *testing.T) {
 					t.Fatalf("a page of %d units did not finish in 60 s under a generic plan", page)
 				}
 				require.NoError(t, err)
-				var plan []map[string]any
-				require.NoError(t, json.Unmarshal(raw, &plan))
-				require.Empty(t, arrayFilters(plan[0]["Plan"].(map[string]any)), "a filter searches an array parameter row by row: %s", raw)
+				plan := decodePlan(t, raw)
+				require.Empty(t, arrayFilters(plan["Plan"].(map[string]any)), "a filter searches an array parameter row by row: %s", raw)
 				limit := 10 * float64(page+c.rows)
-				for _, w := range planNodes(plan[0]["Plan"].(map[string]any)) {
+				for _, w := range planNodes(plan["Plan"].(map[string]any)) {
 					require.LessOrEqual(t, w.joinFilt, limit, "%s removed %.0f rows by a join filter for a page of %d units: %s", w.node, w.joinFilt, page, raw)
 					require.LessOrEqual(t, w.rows+w.filtered, limit, "%s read %.0f rows for a page of %d units: %s", w.node, w.rows+w.filtered, page, raw)
 					if strings.HasPrefix(w.node, "Seq Scan") {
@@ -224,15 +207,7 @@ func TestOneTableSetOperationReadsEachRowOnce(t *testing.T) {
 		{name: "except", stmt: "TRANSFORM o_only FROM osrc SELECT id, v WHERE v >= 0 EXCEPT SELECT id, v FROM osrc WHERE w < 0 EXCEPT SELECT id, v FROM osrc WHERE v = 7",
 			tables: []*Table{srcT, srcT, srcT}, types: map[string]string{"id": "bigint", "v": "integer"}},
 	}
-	url := testsupport.Database(t)
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer func() { _ = conn.Close(context.Background()) }()
-	exec := func(q string, args ...any) {
-		t.Helper()
-		_, err := conn.Exec(ctx, q, args...)
-		require.NoError(t, err, q)
-	}
+	conn, exec := testConn(ctx, t)
 	exec("CREATE TABLE public.osrc (id bigint PRIMARY KEY, v integer NOT NULL, w integer NOT NULL)")
 	exec("INSERT INTO public.osrc SELECT g, g % 100, g % 7 - 3 FROM generate_series(1, 100000) g")
 	exec("ANALYZE public.osrc")
@@ -252,12 +227,7 @@ func TestOneTableSetOperationReadsEachRowOnce(t *testing.T) {
 	args := fmt.Sprintf("'{%s}', '{%s}'", strings.Join(ids, ","), strings.Join(vs, ","))
 	for _, c := range cases {
 		pl, _ := planOf(t, c)
-		for _, q := range strings.Split(pl.CreateShapeTarget(), ";\n") {
-			exec(q)
-		}
-		for _, q := range pl.ShapeResync() {
-			exec(q)
-		}
+		buildTarget(exec, pl)
 		exec("ANALYZE " + pl.Target.Quoted())
 		t.Run(c.name, func(t *testing.T) {
 			var queries int
@@ -283,12 +253,9 @@ func TestOneTableSetOperationReadsEachRowOnce(t *testing.T) {
 				_, err := tx.Exec(ctx, s)
 				require.NoError(t, err, s)
 			}
-			var raw []byte
-			require.NoError(t, tx.QueryRow(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE %s_page(%s)", c.name, args)).Scan(&raw))
-			var plan []map[string]any
-			require.NoError(t, json.Unmarshal(raw, &plan))
+			raw, plan := explainJSON(ctx, t, tx, fmt.Sprintf("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE %s_page(%s)", c.name, args))
 			var probes, targetProbes float64
-			for _, w := range planNodes(plan[0]["Plan"].(map[string]any)) {
+			for _, w := range planNodes(plan["Plan"].(map[string]any)) {
 				switch {
 				case w.relation == "osrc":
 					require.Contains(t, w.node, "Index", "a page scans the whole of osrc: %s", raw)
@@ -358,12 +325,7 @@ func TestNullUnitsReadOnlyTheirRows(t *testing.T) {
 	units := fmt.Sprintf("'{%s}', '{%s}'", strings.Join(as, ","), strings.Join(bs, ","))
 	for _, c := range cases {
 		pl, _ := planOf(t, c)
-		for _, q := range strings.Split(pl.CreateShapeTarget(), ";\n") {
-			exec(q)
-		}
-		for _, q := range pl.ShapeResync() {
-			exec(q)
-		}
+		buildTarget(exec, pl)
 		exec("ANALYZE public.nsrc, " + pl.Target.Quoted())
 		t.Run(c.name, func(t *testing.T) {
 			stmts := pl.RecomputeGroups(true)
@@ -385,10 +347,9 @@ func TestNullUnitsReadOnlyTheirRows(t *testing.T) {
 			start := time.Now()
 			require.NoError(t, tx.QueryRow(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE %s_page(%s)", c.name, units)).Scan(&raw))
 			took := time.Since(start)
-			var plan []map[string]any
-			require.NoError(t, json.Unmarshal(raw, &plan))
+			plan := decodePlan(t, raw)
 			limit := 3 * (float64(len(as)) + rows)
-			for _, w := range planNodes(plan[0]["Plan"].(map[string]any)) {
+			for _, w := range planNodes(plan["Plan"].(map[string]any)) {
 				require.LessOrEqual(t, w.rows+w.filtered+w.joinFilt, limit, "%s on %s read %.0f rows for a page of %d units covering %.0f rows: %s",
 					w.node, w.relation, w.rows+w.filtered+w.joinFilt, len(as), rows, raw)
 				if strings.HasPrefix(w.node, "Seq Scan") {

@@ -2,16 +2,12 @@ package plan
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
-
-	"github.com/trellis-pg/trellis/internal/testsupport"
 )
 
 // ranSeqScans lists the relations an analyzed JSON plan read by a
@@ -43,15 +39,7 @@ func TestPartialRecomputeReadsItsRanges(t *testing.T) {
 		types:     map[string]string{"total": "bigint", "n": "bigint", "mean": "numeric"},
 		partTypes: []string{"bigint", "bigint", "bigint"},
 	})
-	url := testsupport.Database(t)
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer func() { _ = conn.Close(context.Background()) }()
-	exec := func(q string, args ...any) {
-		t.Helper()
-		_, err := conn.Exec(ctx, q, args...)
-		require.NoError(t, err, q)
-	}
+	conn, exec := testConn(ctx, t)
 	exec("CREATE TABLE public.nums (id bigint PRIMARY KEY, v integer NOT NULL)")
 	exec("INSERT INTO public.nums SELECT g, g % 7 FROM generate_series(1, 200000) g")
 	for _, q := range strings.Split(pl.CreateShapeTarget(), ";\n") {
@@ -81,12 +69,9 @@ func TestPartialRecomputeReadsItsRanges(t *testing.T) {
 		for range 6 { // past the custom plans
 			exec("EXECUTE " + name + "(" + arg + ")")
 		}
-		var raw []byte
-		require.NoError(t, conn.QueryRow(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE %s(%s)", name, arg)).Scan(&raw))
-		var plan []map[string]any
-		require.NoError(t, json.Unmarshal(raw, &plan))
-		require.NotContains(t, ranSeqScans(plan[0]["Plan"].(map[string]any)), "nums", "statement %d reads the whole source: %s", i, raw)
-		t.Logf("statement %d: %.2f ms", i, plan[0]["Execution Time"])
+		raw, plan := explainJSON(ctx, t, conn, fmt.Sprintf("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE %s(%s)", name, arg))
+		require.NotContains(t, ranSeqScans(plan["Plan"].(map[string]any)), "nums", "statement %d reads the whole source: %s", i, raw)
+		t.Logf("statement %d: %.2f ms", i, plan["Execution Time"])
 	}
 	exec("COMMIT")
 	var total, n int64
