@@ -183,11 +183,12 @@ func (e *Engine) keyTarget(ctx context.Context, tx pgx.Tx, rel *relation) (nulls
 		return nil, errs.New(trellistype.CodeValidation,
 			"%s cannot be read by a transform: an aggregate without GROUP BY has one row and no key column; read its sources instead", up.Target)
 	}
-	if pl.Kind() == plan.KindJoin && up.Spec.NullableKeys(0) {
-		return pl.KeyNulls(), nil // a table's key may be NULL (a projection or join of a chain, decisions 0054, 0062)
-	}
-	if pl.Kind() == plan.KindWindow && len(up.Spec.Key) > len(up.Spec.Window.Partition) && up.Spec.NullableKeys(0) {
-		return pl.KeyNulls(), nil // its rows' key holds a table's that may be NULL (a window over a chain's join)
+	// A join's key, and a window's after its PARTITION BY outputs, hold its
+	// tables' keys: one that may be NULL stays so (a chain's projection,
+	// join or window over a join, decisions 0054, 0062).
+	rowKeys := pl.Kind() == plan.KindJoin || (pl.Kind() == plan.KindWindow && len(up.Spec.Key) > len(up.Spec.Window.Partition))
+	if rowKeys && up.Spec.NullableKeys(0) {
+		return pl.KeyNulls(), nil
 	}
 	if pl.FullUnits() {
 		return pl.KeyNulls(), nil // a FULL JOIN's, or a RIGHT JOIN's after the second table

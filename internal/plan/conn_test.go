@@ -59,3 +59,21 @@ func decodePlan(t *testing.T, raw []byte) map[string]any {
 	require.NoError(t, json.Unmarshal(raw, &plan))
 	return plan[0]
 }
+
+// genericTx begins a transaction in which a prepared statement gets the
+// generic plan a drain worker's does, under the statement timeout given,
+// and runs stmts in it (an empty one is skipped). The caller rolls it back.
+func genericTx(ctx context.Context, t *testing.T, conn *pgx.Conn, timeout string, stmts ...string) pgx.Tx {
+	t.Helper()
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('statement_timeout', $1, true)", timeout)
+	require.NoError(t, err)
+	for _, s := range stmts {
+		if s != "" {
+			_, err := tx.Exec(ctx, s)
+			require.NoError(t, err, s)
+		}
+	}
+	return tx
+}

@@ -85,19 +85,11 @@ func TestCountedRecomputeWritesOnlyChangedCopies(t *testing.T) {
 				stmts := pl.RecomputeGroups(page.withNulls)
 				require.Len(t, stmts, 1)
 				before, after := pl.PlannerSettings()
-				tx, err := conn.Begin(ctx)
-				require.NoError(t, err)
-				for _, s := range []string{"SET LOCAL plan_cache_mode = force_generic_plan", "SET LOCAL statement_timeout = '60s'", before,
-					fmt.Sprintf("PREPARE %s_%s AS %s", c.name, page.name, stmts[0])} {
-					if s != "" {
-						_, err := tx.Exec(ctx, s)
-						require.NoError(t, err, s)
-					}
-				}
+				tx := genericTx(ctx, t, conn, "60s", before, fmt.Sprintf("PREPARE %s_%s AS %s", c.name, page.name, stmts[0]))
 				args := "'" + strings.Join(page.args, "', '") + "'"
 				var raw []byte
 				start := time.Now()
-				err = tx.QueryRow(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE %s_%s(%s)", c.name, page.name, args)).Scan(&raw)
+				err := tx.QueryRow(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE %s_%s(%s)", c.name, page.name, args)).Scan(&raw)
 				took := time.Since(start)
 				if pgerr.Is(err, pgerrcode.QueryCanceled) {
 					t.Fatalf("a page of %d units did not finish in 60 s under a generic plan", units)

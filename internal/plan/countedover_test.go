@@ -66,16 +66,8 @@ func TestAggregatesOverCountedSetOperationsRunWithoutJIT(t *testing.T) {
 			stmts := pl.RecomputeGroups(false)
 			require.Len(t, stmts, 1)
 			before, after := pl.PlannerSettings()
-			tx, err := conn.Begin(ctx)
-			require.NoError(t, err)
+			tx := genericTx(ctx, t, conn, "60s", before, fmt.Sprintf("PREPARE %s_page AS %s", c.name, stmts[0]))
 			defer func() { _ = tx.Rollback(ctx) }()
-			for _, s := range []string{"SET LOCAL plan_cache_mode = force_generic_plan", "SET LOCAL statement_timeout = '60s'", before,
-				fmt.Sprintf("PREPARE %s_page AS %s", c.name, stmts[0])} {
-				if s != "" {
-					_, err := tx.Exec(ctx, s)
-					require.NoError(t, err, s)
-				}
-			}
 			raw, plan := explainJSON(ctx, t, tx, fmt.Sprintf("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE %s_page(%s)", c.name, arg))
 			require.NotContains(t, plan, "JIT", "a page of %d groups was compiled by JIT: %s", page, raw)
 			var read float64
@@ -92,7 +84,7 @@ func TestAggregatesOverCountedSetOperationsRunWithoutJIT(t *testing.T) {
 			require.LessOrEqual(t, read, limit, "the branches read %.0f source rows for a page of %d groups of %d rows: %s", read, page, rows/groups, raw)
 
 			// Run for real: the target is then the definition's rows.
-			_, err = tx.Exec(ctx, fmt.Sprintf("EXECUTE %s_page(%s)", c.name, arg))
+			_, err := tx.Exec(ctx, fmt.Sprintf("EXECUTE %s_page(%s)", c.name, arg))
 			require.NoError(t, err)
 			if after != "" {
 				_, err = tx.Exec(ctx, after)

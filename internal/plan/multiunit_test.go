@@ -151,16 +151,10 @@ func TestMultiColumnUnitRecomputeIsLinear(t *testing.T) {
 			}
 			page := len(c.units[0])
 			for i, q := range pl.RecomputeGroups(c.withNulls) {
-				tx, err := conn.Begin(ctx)
-				require.NoError(t, err)
-				for _, s := range []string{"SET LOCAL plan_cache_mode = force_generic_plan", "SET LOCAL statement_timeout = '60s'",
-					fmt.Sprintf("PREPARE %s_%d AS %s", c.name, i, q)} {
-					_, err := tx.Exec(ctx, s)
-					require.NoError(t, err, s)
-				}
+				tx := genericTx(ctx, t, conn, "60s", fmt.Sprintf("PREPARE %s_%d AS %s", c.name, i, q))
 				var raw []byte
 				start := time.Now()
-				err = tx.QueryRow(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE %s_%d(%s)", c.name, i, strings.Join(args, ", "))).Scan(&raw)
+				err := tx.QueryRow(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE %s_%d(%s)", c.name, i, strings.Join(args, ", "))).Scan(&raw)
 				took := time.Since(start)
 				_ = tx.Rollback(context.Background())
 				if pgerr.Is(err, pgerrcode.QueryCanceled) {
@@ -244,15 +238,9 @@ func TestOneTableSetOperationReadsEachRowOnce(t *testing.T) {
 			require.Equal(t, 1, queries, "one query finds the units of every branch of the table")
 			stmts := pl.RecomputeGroups(false)
 			require.Len(t, stmts, 1)
-			tx, err := conn.Begin(ctx)
-			require.NoError(t, err)
+			tx := genericTx(ctx, t, conn, "60s", "UPDATE public.osrc SET v = v + 1 WHERE id IN ("+strings.Join(changed, ", ")+")",
+				fmt.Sprintf("PREPARE %s_page AS %s", c.name, stmts[0]))
 			defer func() { _ = tx.Rollback(context.Background()) }()
-			for _, s := range []string{"SET LOCAL plan_cache_mode = force_generic_plan", "SET LOCAL statement_timeout = '60s'",
-				"UPDATE public.osrc SET v = v + 1 WHERE id IN (" + strings.Join(changed, ", ") + ")",
-				fmt.Sprintf("PREPARE %s_page AS %s", c.name, stmts[0])} {
-				_, err := tx.Exec(ctx, s)
-				require.NoError(t, err, s)
-			}
 			raw, plan := explainJSON(ctx, t, tx, fmt.Sprintf("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE %s_page(%s)", c.name, args))
 			var probes, targetProbes float64
 			for _, w := range planNodes(plan["Plan"].(map[string]any)) {
@@ -330,16 +318,10 @@ func TestNullUnitsReadOnlyTheirRows(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			stmts := pl.RecomputeGroups(true)
 			require.Len(t, stmts, 1)
-			tx, err := conn.Begin(ctx)
-			require.NoError(t, err)
-			defer func() { _ = tx.Rollback(context.Background()) }()
 			// Every unit with a NULL changes, and (NULL, 5) is gone.
-			for _, s := range []string{"SET LOCAL plan_cache_mode = force_generic_plan", "SET LOCAL statement_timeout = '120s'",
-				"UPDATE public.nsrc SET v = v + 1 WHERE a IS NULL OR b IS NULL", "DELETE FROM public.nsrc WHERE a IS NULL AND b = 5",
-				"PREPARE " + c.name + "_page AS " + stmts[0]} {
-				_, err := tx.Exec(ctx, s)
-				require.NoError(t, err, s)
-			}
+			tx := genericTx(ctx, t, conn, "120s", "UPDATE public.nsrc SET v = v + 1 WHERE a IS NULL OR b IS NULL", "DELETE FROM public.nsrc WHERE a IS NULL AND b = 5",
+				"PREPARE "+c.name+"_page AS "+stmts[0])
+			defer func() { _ = tx.Rollback(context.Background()) }()
 			var rows float64
 			require.NoError(t, tx.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM public.nsrc s WHERE EXISTS (SELECT FROM unnest(%s::int[], %s::int[]) AS u(a, b)
 				WHERE s.a IS NOT DISTINCT FROM u.a AND s.b IS NOT DISTINCT FROM u.b)`, "'{"+strings.Join(as, ",")+"}'", "'{"+strings.Join(bs, ",")+"}'")).Scan(&rows))
