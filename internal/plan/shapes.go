@@ -865,13 +865,17 @@ func (c Changes) cte() string {
 }
 
 // oldImage is a derived table of the changed rows' old values, named alias.
+// When capture keeps no column of the table, no row carries old values,
+// and every changed row stands for its old row (one with no column read):
+// a branch aggregating without GROUP BY or WHERE has its one row touched
+// by a deleted row too, found through no current row.
 func (c Changes) oldImage(alias string) string {
 	var casts []string
 	for i, col := range c.CapCols {
 		casts = append(casts, fromKeyParam(fmt.Sprintf("v%d", i+1), c.CapTypes[i])+" AS "+ident.Quote(col))
 	}
 	if len(casts) == 0 {
-		casts = append(casts, "NULL AS trellis_none")
+		return "(SELECT NULL AS trellis_none FROM chg) AS " + ident.Quote(alias)
 	}
 	return "(SELECT " + strings.Join(casts, ", ") + " FROM chg WHERE hv) AS " + ident.Quote(alias)
 }
