@@ -32,7 +32,9 @@ import (
 // derived table; from difftest_forms_test.go, UNION ALL of aggregating
 // branches, parenthesized joins, statements over UNION, INTERSECT and
 // EXCEPT with or without ALL, and aggregates over the nullable keys of
-// the first two), over
+// the first two); from difftest_nullreaders_test.go, UNION ALL of joined
+// aggregating and plain branches, and projections, joins, GROUP BY,
+// top-k and DISTINCT ON reading a target whose key may be NULL), over
 // columns of many types, driven by random DML
 // (multi-row statements, key changes, NULLs, TRUNCATE, rollbacks) while the
 // workers' connections are killed at random. After convergence every target
@@ -112,7 +114,9 @@ func TestDifferential(t *testing.T) {
 				nullchain: rand.New(rand.NewPCG(seed, seed^0x2127599bf4325c37)),
 				unionagg:  rand.New(rand.NewPCG(seed, seed^0x6a09e667f3bcc909)),
 				paren:     rand.New(rand.NewPCG(seed, seed^0x3c6ef372fe94f82b)),
-				overset:   rand.New(rand.NewPCG(seed, seed^0x510e527fade682d1))}
+				overset:   rand.New(rand.NewPCG(seed, seed^0x510e527fade682d1)),
+				unionjoin: rand.New(rand.NewPCG(seed, seed^0x9b05688c2b3e6c1f)),
+				nullread:  rand.New(rand.NewPCG(seed, seed^0x1f83d9abfb41bd6b))}
 			t.Logf("differential case %s: seed %d (replay: go test -run TestDifferential -seed %d; a divergence found becomes a line of testdata/difftest/regressions.txt)", r.name, seed, seed)
 			runDiffCase(t, e, c, g)
 			executed++
@@ -187,6 +191,11 @@ type diffGen struct {
 	// aggregating branches, a parenthesized join, a statement over a set
 	// operation other than UNION ALL), each from a stream of its own.
 	unionagg, paren, overset *rand.Rand
+	// unionjoin and nullread draw the definitions of
+	// difftest_nullreaders_test.go added to each case (a UNION ALL of
+	// joined aggregating branches and plain ones; readers of a target
+	// whose key may be NULL), each from a stream of its own too.
+	unionjoin, nullread *rand.Rand
 }
 
 func (g *diffGen) pick(xs ...string) string { return xs[g.r.IntN(len(xs))] }
@@ -1058,6 +1067,12 @@ func runDiffCase(t *testing.T, e *env, c *trellis.Client, g *diffGen) {
 		}
 		if g.overset != nil {
 			forms = append(forms, g.overSetDef(g.q(fmt.Sprintf("os%d", i))))
+		}
+		if g.unionjoin != nil {
+			forms = append(forms, g.joinedUnionDef(g.q(fmt.Sprintf("uj%d", i)))...)
+		}
+		if g.nullread != nil {
+			forms = append(forms, g.nullKeyReadersDef(g.q(fmt.Sprintf("nr%d", i)))...)
 		}
 		for _, d := range forms {
 			_, err := c.Define(e.ctx, d.stmt)
