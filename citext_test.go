@@ -101,6 +101,9 @@ func plantedOverCitext(t *testing.T, stripped bool) {
 		"team_sums":    "TRANSFORM team_sums FROM people SELECT team, name, sum(n) OVER (PARTITION BY team) AS team_total",
 		"all_teams":    "TRANSFORM all_teams FROM people SELECT team UNION SELECT name FROM teams",
 		"both_named":   "TRANSFORM both_named FROM people SELECT name, team UNION ALL SELECT name, label FROM teams",
+		// Keyed by (branch, name): a page's names of each branch are
+		// compared as citext in one array (decision 0061).
+		"names_split": "TRANSFORM names_split FROM people SELECT name, n WHERE n > 3 UNION ALL SELECT name, n FROM people WHERE n <= 3",
 	}
 	for _, d := range defs {
 		_, err := c.Define(e.ctx, d)
@@ -192,6 +195,8 @@ BEGIN `+hit("=(text, citext)")+`; RETURN true; END $$`,
 		e.rows(`SELECT pg_catalog.lower(team::text) FROM (SELECT team FROM people UNION SELECT name FROM teams) u ORDER BY 1`))
 	e.assertMatches("(SELECT name::text, team::text FROM both_named) x",
 		"SELECT name::text, team::text FROM people UNION ALL SELECT name::text, label FROM teams")
+	e.assertMatches("(SELECT branch, name::text, n FROM names_split) x",
+		"SELECT 1::smallint, name::text, n FROM people WHERE n > 3 UNION ALL SELECT 2::smallint, name::text, n FROM people WHERE n <= 3")
 	e.assertMatches("(SELECT pg_catalog.lower(team::text), name::text, team_total FROM team_sums) x",
 		"SELECT pg_catalog.lower(team::text), name::text, sum(n) OVER (PARTITION BY team) FROM people")
 	require.Empty(t, e.rows(`SELECT what FROM public.hits GROUP BY what`), "planted code ran as Trellis")

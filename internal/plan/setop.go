@@ -699,6 +699,12 @@ func (p *Plan) setOpParts() []string {
 // read in one scan when merge (SetOp.scanGroups; else one SELECT a
 // branch, in order).
 func (p *Plan) branchSelects(marker, merge bool) []string {
+	return p.branchSelectsWhere(marker, merge, nil)
+}
+
+// branchSelectsWhere are branchSelects, each branch i also kept to the
+// rows that extra(i) holds for (nil, or "": every row).
+func (p *Plan) branchSelectsWhere(marker, merge bool, extra func(i int) string) []string {
 	so := p.Spec.SetOp
 	groups := so.scanGroups(merge)
 	parts := make([]string, 0, len(so.Branches))
@@ -753,6 +759,13 @@ func (p *Plan) branchSelects(marker, merge bool) []string {
 		if b.Joined() {
 			bp := &Plan{Spec: b.spec()}
 			from = bp.fromClause()
+		}
+		if extra != nil {
+			if c := extra(i); c != "" && where == "" {
+				where = " WHERE " + c
+			} else if c != "" {
+				where += " AND " + c
+			}
 		}
 		if len(b.GroupBy) > 0 {
 			where += " GROUP BY " + strings.Join(b.GroupBy, ", ")
@@ -885,6 +898,60 @@ func (s *SetOp) groupWhere(group []int) string {
 		ws = append(ws, "("+w+")")
 	}
 	return strings.Join(ws, " OR ")
+}
+
+// branchProbes says the keyed recompute reads each branch's units of a
+// page in one scan (branchProbeQuery, branchKeys), not unit by unit
+// (byUnits, decision 0048): a UNION ALL of plain or joined branches, none
+// aggregating and each read alone, whose unit is the branch's number and
+// one key column every branch fills with its FROM table's key (never
+// NULL), of a type an array holds as scalars. The branch's number is a
+// constant in each branch, so a page's units of branch i are a set of
+// keys: "key = ANY (the page's keys of branch i)" is one index scan of
+// the branch's table and one of the target's key index (branch = i AND
+// key = ANY ...), where each unit probed every branch's index on its own,
+// and found nothing in the branches whose WHERE its row fails (half of
+// union_join's units, decision 0061).
+func (p *Plan) branchProbes() bool {
+	so := p.Spec.SetOp
+	if so == nil || !so.All || so.Counted || so.Over() || so.grouped() || !p.multiUnit() || p.Spec.Window.Rank != "" {
+		return false
+	}
+	if len(p.unitExprs()) != 2 || p.Spec.Key[0].Name != BranchColumn || p.Spec.Key[1].Type == "" || isArrayType(p.Spec.Key[1].Type) {
+		return false
+	}
+	if slices.Contains(p.unitNullable(), true) {
+		return false
+	}
+	for i, g := range so.scanGroups(p.mergesScans()) {
+		if len(g) != 1 || g[0] != i || so.Branches[i].Aggregated || so.Branches[i].Keys[0] != fmt.Sprintf("%d::smallint", i+1) {
+			return false
+		}
+	}
+	return true
+}
+
+// branchKeys is the condition that expr (a branch's key, or the
+// target's key column) is one of the page's keys of branch i
+// (branchProbes): the groups CTE g, columns gcols, holds the units.
+// The keys are an array computed once (an initplan), so an index scan
+// takes them as its condition.
+func (p *Plan) branchKeys(i int, expr string, gcols []string) string {
+	o := opAt(p.keyOps(), 1)
+	return anyOf(expr, fmt.Sprintf("ARRAY(SELECT %s FROM g WHERE g.%s = %d::smallint)", o.side("g."+gcols[1]), gcols[0], i+1), o)
+}
+
+// branchProbeQuery is the definition's rows for a page's units when
+// branchProbes holds: each branch reads its own keys of the page
+// (branchKeys of its key expression, typed as the target's key column).
+func (p *Plan) branchProbeQuery(gcols []string) string {
+	so := p.Spec.SetOp
+	k := p.Spec.Key[1]
+	parts := p.branchSelectsWhere(p.setOpMarker(), p.mergesScans(), func(i int) string {
+		return p.branchKeys(i, "("+so.Branches[i].Keys[1]+")::"+k.Type, gcols)
+	})
+	from := "(" + strings.Join(parts, " UNION ALL ") + ") AS " + ident.Quote(setOpAlias)
+	return fmt.Sprintf("SELECT %s FROM %s%s%s", p.shapeSelect(), from, p.where(), p.groupBy())
 }
 
 // setOpMarker says the rows of the set operation's branches carry their

@@ -680,13 +680,25 @@ func (p *Plan) goneUnitRows(withNulls bool) string {
 			gcols[i] = fmt.Sprintf("trellis_g%d", i+1)
 		}
 	}
-	rows := p.byUnits(gcols, withNulls, func(eq func(i int, a, b string) string) string {
-		conds := make([]string, n)
-		for i := range conds {
-			conds[i] = eq(i, "trellis_tt."+ident.Quote(names[i]), unitsAlias+"."+gcols[i])
+	var rows string
+	if p.branchProbes() {
+		// Each branch's target rows of the page in one scan of the key
+		// index: the branch's number, then its keys (branchKeys).
+		parts := make([]string, len(p.Spec.SetOp.Branches))
+		for i := range parts {
+			parts[i] = fmt.Sprintf("SELECT %s, trellis_tt.ctid AS trellis_ctid FROM %s AS trellis_tt WHERE trellis_tt.%s = %d::smallint AND %s",
+				strings.Join(tkeys, ", "), t, ident.Quote(names[0]), i+1, p.branchKeys(i, "trellis_tt."+ident.Quote(names[1]), gcols))
 		}
-		return fmt.Sprintf("SELECT %s, trellis_tt.ctid AS trellis_ctid FROM %s AS trellis_tt WHERE %s", strings.Join(tkeys, ", "), t, strings.Join(conds, " AND "))
-	})
+		rows = strings.Join(parts, " UNION ALL ")
+	} else {
+		rows = p.byUnits(gcols, withNulls, func(eq func(i int, a, b string) string) string {
+			conds := make([]string, n)
+			for i := range conds {
+				conds[i] = eq(i, "trellis_tt."+ident.Quote(names[i]), unitsAlias+"."+gcols[i])
+			}
+			return fmt.Sprintf("SELECT %s, trellis_tt.ctid AS trellis_ctid FROM %s AS trellis_tt WHERE %s", strings.Join(tkeys, ", "), t, strings.Join(conds, " AND "))
+		})
+	}
 	both := fmt.Sprintf("(%s UNION ALL SELECT %s, NULL::tid FROM src) AS trellis_r", rows, strings.Join(keys, ", "))
 	return fmt.Sprintf("t.ctid = ANY (ARRAY(SELECT min(trellis_r.trellis_ctid) FROM %s GROUP BY %s HAVING count(*) = count(trellis_r.trellis_ctid)))",
 		both, strings.Join(keys, ", "))
@@ -780,6 +792,10 @@ func (p *Plan) groupsStatements(withNulls bool) (groups, rows, query string) {
 		gcols[i] = fmt.Sprintf("trellis_g%d", i+1)
 	}
 	groups = "g AS (" + unnestParams(1, gcols, types) + ")"
+	if p.branchProbes() {
+		// Each branch reads its keys of the page in one index scan.
+		return groups, "", p.branchProbeQuery(gcols)
+	}
 	if p.multiUnit() {
 		// Each unit probes the source on its own (see unitProbes).
 		return groups, "", p.byUnits(gcols, withNulls, func(eq func(i int, a, b string) string) string {
