@@ -194,31 +194,68 @@ func (g *diffGen) nullKeyReadersDef(name string) []diffDef {
 	pick := func(xs ...string) string { return xs[r.IntN(len(xs))] }
 	a, b, c := g.q("a"), g.q("b"), g.q("c")
 	up := diffDef{name: name, kind: "leftjoin"}
+	// keys are the upstream's key columns; k0 an int key column (b's aid
+	// joins it), kn one that may be NULL; g and w int outputs, bl a text.
 	keys := []string{"a_id0", "b_id0"}
+	k0, kn := "a_id0", "b_id0"
 	var from, sel string
-	switch r.IntN(4) {
+	kind := r.IntN(6)
+	switch kind {
 	case 0:
 		from = fmt.Sprintf("%s a LEFT JOIN %s b ON b.aid = a.id", a, b)
 	case 1:
 		from = fmt.Sprintf("%s b RIGHT JOIN %s a ON b.aid = a.id", b, a)
 	case 2:
 		from = fmt.Sprintf("%s a FULL JOIN %s b ON b.aid = a.id", a, b)
-	default:
+	case 3:
 		from = fmt.Sprintf("%s a %s %s b ON b.aid = a.id LEFT JOIN %s c ON c.w = b.w", a, pick("JOIN", "LEFT JOIN"), b, c)
 		keys = append(keys, "c_id0")
 	}
-	sel = "a.id AS a_id0, b.id AS b_id0"
-	recSel := "a.id, b.id"
-	if len(keys) == 3 {
-		sel, recSel = sel+", c.id AS c_id0", recSel+", c.id"
-		sel, recSel = sel+", a.g AS g, b.w AS w, c.tag AS bl", recSel+", a.g, b.w, c.tag"
-	} else {
-		sel, recSel = sel+", a.g AS g, b.w AS w, b.label AS bl", recSel+", a.g, b.w, b.label"
+	switch kind {
+	case 4:
+		// A GROUP BY of a nullable column (of a LEFT JOIN's joined table
+		// sometimes): its key is the group, NULL sometimes.
+		keys, k0, kn = []string{"gk"}, "gk", "gk"
+		forms := [][2]string{
+			{fmt.Sprintf("%s a", a), "a.g AS gk, count(*) AS g, sum(a.d) AS w, max(a.k) AS bl%s GROUP BY a.g"},
+			{fmt.Sprintf("%s a LEFT JOIN %s b ON b.aid = a.id", a, b), "b.w AS gk, count(*) AS g, sum(a.g) AS w, max(a.k) AS bl%s GROUP BY b.w"},
+			{fmt.Sprintf("%s b", b), "b.aid AS gk, count(b.w) AS g, sum(b.w) AS w, min(b.label) AS bl%s GROUP BY b.aid"},
+		}
+		f := forms[r.IntN(len(forms))]
+		w := pick("", " WHERE a.k IS DISTINCT FROM 'bob'")
+		if strings.HasPrefix(f[1], "b.aid") {
+			w = pick("", " WHERE b.w IS DISTINCT FROM 2")
+		}
+		q := fmt.Sprintf("FROM %s SELECT %s", f[0], fmt.Sprintf(f[1], w))
+		up.stmt = fmt.Sprintf("TRANSFORM %s %s", name, q)
+		outs, groupBy, _ := strings.Cut(f[1], "%s")
+		up.recompute = fmt.Sprintf("SELECT %s FROM %s%s%s", outs, f[0], w, groupBy)
+		up.kind = "group"
+	case 5:
+		// A UNION ALL keyed by branch, a_id and b_id: NULL in the other
+		// branch's rows.
+		keys, k0, kn = []string{"branch", "a_id", "b_id"}, "a_id", "b_id"
+		aw, bw := pick("", " WHERE a.g > 0"), pick("", " WHERE b.w IS NOT NULL")
+		up.stmt = fmt.Sprintf("TRANSFORM %s FROM %s a SELECT a.g AS g, a.g %% 3 AS w, a.k AS bl%s UNION ALL SELECT b.w, b.aid %% 3, b.label COLLATE \"C\" FROM %s b%s", name, a, aw, b, bw)
+		up.recompute = fmt.Sprintf("SELECT 1::smallint, a.id, NULL::int, a.g, a.g %% 3, a.k FROM %s a%s UNION ALL SELECT 2, NULL, b.id, b.w, b.aid %% 3, b.label COLLATE \"C\" FROM %s b%s", a, aw, b, bw)
+		up.kind = "setop"
+	default:
+		sel = "a.id AS a_id0, b.id AS b_id0"
+		recSel := "a.id, b.id"
+		if len(keys) == 3 {
+			sel, recSel = sel+", c.id AS c_id0", recSel+", c.id"
+			sel, recSel = sel+", a.g AS g, b.w AS w, c.tag AS bl", recSel+", a.g, b.w, c.tag"
+		} else {
+			sel, recSel = sel+", a.g AS g, b.w AS w, b.label AS bl", recSel+", a.g, b.w, b.label"
+		}
+		w := pick("", "", " WHERE a.k <> 'bob'", " WHERE b.w IS DISTINCT FROM 0")
+		up.stmt = fmt.Sprintf("TRANSFORM %s FROM %s SELECT %s%s", name, from, sel, w)
+		up.recompute = fmt.Sprintf("SELECT %s FROM %s%s", recSel, from, w)
 	}
-	w := pick("", "", " WHERE a.k <> 'bob'", " WHERE b.w IS DISTINCT FROM 0")
-	up.stmt = fmt.Sprintf("TRANSFORM %s FROM %s SELECT %s%s", name, from, sel, w)
-	up.recompute = fmt.Sprintf("SELECT %s FROM %s%s", recSel, from, w)
 	up.cols = append(slices.Clone(keys), "g", "w", "bl")
+	if kind == 4 {
+		up.cols = []string{"gk", "g", "w", "bl"}
+	}
 	out := []diffDef{up}
 	u := name + " u"
 	uk := strings.Join(prefixed("u.", keys), ", ")
@@ -230,14 +267,14 @@ func (g *diffGen) nullKeyReadersDef(name string) []diffDef {
 			items := [][2]string{{"g", "u.g"}, {"bl", "u.bl"}, {"w1", "u.w + 1"}, {"gw", "coalesce(u.g, 0) * 10 + coalesce(u.w, 0)"}}
 			r.Shuffle(len(items), func(i, k int) { items[i], items[k] = items[k], items[i] })
 			s, names, exprs := selectList(items[:1+r.IntN(3)])
-			wh := pick("", " WHERE u.w > 0", " WHERE u.bl IS NOT NULL", " WHERE u.g IS DISTINCT FROM 1", " WHERE u.b_id0 IS NULL")
+			wh := pick("", " WHERE u.w > 0", " WHERE u.bl IS NOT NULL", " WHERE u.g IS DISTINCT FROM 1", " WHERE u."+kn+" IS NULL")
 			d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s SELECT %s%s", rn, u, strings.Join(s, ", "), wh)
 			d.cols = append(slices.Clone(keys), names...)
 			d.recompute = fmt.Sprintf("SELECT %s, %s FROM %s%s", uk, strings.Join(exprs, ", "), u, wh)
 		case "join":
 			// The target as the FROM table, joined with b (on its key part
 			// that may be NULL) or c (many to many).
-			jt, on, o := b, "x.aid = u.a_id0", "x.label"
+			jt, on, o := b, "x.aid = u."+k0, "x.label"
 			if r.IntN(2) == 0 {
 				jt, on, o = c, "x.w = u.w", "x.tag"
 			}
@@ -247,7 +284,7 @@ func (g *diffGen) nullKeyReadersDef(name string) []diffDef {
 			d.recompute = fmt.Sprintf("SELECT %s, x.id, u.g, %s FROM %s %s %s x ON %s", uk, o, u, jn, jt, on)
 		case "joined":
 			// The target as the joined table.
-			jt, on, o := b, "u.a_id0 = x.aid", "x.label"
+			jt, on, o := b, "u."+k0+" = x.aid", "x.label"
 			if r.IntN(2) == 0 {
 				jt, on, o = c, "u.w = x.w", "x.tag"
 			}
@@ -259,9 +296,9 @@ func (g *diffGen) nullKeyReadersDef(name string) []diffDef {
 			var f string
 			switch r.IntN(3) {
 			case 0:
-				f = fmt.Sprintf("%s %s %s x ON x.aid = u.a_id0 %s %s y ON y.w = x.w", u, pick("JOIN", "LEFT JOIN"), b, pick("JOIN", "LEFT JOIN"), c)
+				f = fmt.Sprintf("%s %s %s x ON x.aid = u.%s %s %s y ON y.w = x.w", u, pick("JOIN", "LEFT JOIN"), b, k0, pick("JOIN", "LEFT JOIN"), c)
 			case 1:
-				f = fmt.Sprintf("%s y %s %s ON u.w = y.w %s %s x ON x.aid = u.a_id0", c, pick("JOIN", "LEFT JOIN"), u, pick("JOIN", "LEFT JOIN"), b)
+				f = fmt.Sprintf("%s y %s %s ON u.w = y.w %s %s x ON x.aid = u.%s", c, pick("JOIN", "LEFT JOIN"), u, pick("JOIN", "LEFT JOIN"), b, k0)
 			default:
 				f = fmt.Sprintf("%s x %s %s y ON y.w = x.w %s %s ON u.w = y.w", b, pick("JOIN", "LEFT JOIN"), c, pick("JOIN", "LEFT JOIN"), u)
 			}
@@ -269,14 +306,14 @@ func (g *diffGen) nullKeyReadersDef(name string) []diffDef {
 			d.cols = append(slices.Clone(keys), "x_id0", "y_id0", "g", "yt")
 			d.recompute = fmt.Sprintf("SELECT %s, x.id, y.id, u.g, y.tag FROM %s", uk, f)
 		case "group":
-			gk := pick(append([]string{"u.g", "u.w", "u.bl"}, prefixed("u.", keys[1:])...)...)
-			if strings.Contains(from, "FULL JOIN") && r.IntN(2) == 0 {
-				gk = "u.a_id0"
+			gk := pick(append([]string{"u.g", "u.w", "u.bl"}, prefixed("u.", keys[len(keys)-1:])...)...)
+			if (strings.Contains(from, "FULL JOIN") || kind == 5) && r.IntN(2) == 0 {
+				gk = "u." + k0
 			}
-			wh := pick("", " WHERE u.w > 0", " WHERE u.b_id0 IS NOT NULL")
-			d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s SELECT %s AS gk, count(*) AS cnt, sum(u.w) AS sw, count(u.b_id0) AS nb%s GROUP BY %s", rn, u, gk, wh, gk)
+			wh := pick("", " WHERE u.w > 0", " WHERE u."+kn+" IS NOT NULL")
+			d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s SELECT %s AS gk, count(*) AS cnt, sum(u.w) AS sw, count(u.%s) AS nb%s GROUP BY %s", rn, u, gk, kn, wh, gk)
 			d.cols = []string{"gk", "cnt", "sw", "nb"}
-			d.recompute = fmt.Sprintf("SELECT %s, count(*), sum(u.w), count(u.b_id0) FROM %s%s GROUP BY %s", gk, u, wh, gk)
+			d.recompute = fmt.Sprintf("SELECT %s, count(*), sum(u.w), count(u.%s) FROM %s%s GROUP BY %s", gk, kn, u, wh, gk)
 		case "limit":
 			k := 1 + r.IntN(6)
 			d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s SELECT %s, u.w ORDER BY u.w DESC NULLS LAST, %s LIMIT %d", rn, u, uk, uk, k)
@@ -292,10 +329,15 @@ func (g *diffGen) nullKeyReadersDef(name string) []diffDef {
 			d.recompute = fmt.Sprintf("SELECT pk, %s, w, rn FROM (%s) s WHERE rn <= %d", strings.Join(keys, ", "), inner, k)
 		default:
 			part := pick("u.g", "u.bl", "u.w")
-			d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s SELECT DISTINCT ON (%s) %s AS pk, u.a_id0 AS ba, u.b_id0 AS bb, u.w ORDER BY %s, u.w DESC NULLS LAST, %s",
-				rn, u, part, part, part, uk)
-			d.cols = []string{"pk", "ba", "bb", "w"}
-			d.recompute = fmt.Sprintf("SELECT DISTINCT ON (%s) %s, u.a_id0, u.b_id0, u.w FROM %s ORDER BY %s, u.w DESC NULLS LAST, %s", part, part, u, part, uk)
+			// The upstream's key selected under other names.
+			var best, bestNames []string
+			for _, k := range keys {
+				best, bestNames = append(best, "u."+k+" AS best_"+k), append(bestNames, "best_"+k)
+			}
+			d.stmt = fmt.Sprintf("TRANSFORM %s FROM %s SELECT DISTINCT ON (%s) %s AS pk, %s, u.w ORDER BY %s, u.w DESC NULLS LAST, %s",
+				rn, u, part, part, strings.Join(best, ", "), part, uk)
+			d.cols = append(append([]string{"pk"}, bestNames...), "w")
+			d.recompute = fmt.Sprintf("SELECT DISTINCT ON (%s) %s, %s, u.w FROM %s ORDER BY %s, u.w DESC NULLS LAST, %s", part, part, uk, u, part, uk)
 		}
 		out = append(out, d)
 	}
