@@ -340,6 +340,24 @@ func (g *diffGen) nullKeyReadersDef(name string) []diffDef {
 			d.recompute = fmt.Sprintf("SELECT DISTINCT ON (%s) %s, %s, u.w FROM %s ORDER BY %s, u.w DESC NULLS LAST, %s", part, part, uk, u, part, uk)
 		}
 		out = append(out, d)
+		// A reader of the reader, a third of the time: its key may be
+		// NULL too (decision 0062, "its readers"). An aggregate over its
+		// second key column or globally, or a projection of a projection.
+		if r.IntN(3) == 0 {
+			if strings.Contains(d.stmt, " SELECT DISTINCT ON ") || strings.Contains(d.stmt, " WHERE rn <= ") || strings.Contains(d.stmt, " LIMIT ") || strings.Contains(d.stmt, " GROUP BY ") {
+				out = append(out, g.nullReaderDef(r, rn+"_c", d, false))
+			} else if !strings.Contains(d.stmt, " JOIN ") && r.IntN(2) == 0 {
+				last := d.cols[len(d.cols)-1]
+				p := diffDef{name: rn + "_p", kind: "nullreader"}
+				wh := pick("", fmt.Sprintf(" WHERE v.%s IS NOT NULL", last), fmt.Sprintf(" WHERE v.%s IS NULL", kn))
+				p.stmt = fmt.Sprintf("TRANSFORM %s FROM %s v SELECT v.%s AS c%s", p.name, rn, last, wh)
+				p.cols = append(slices.Clone(keys), "c")
+				p.recompute = fmt.Sprintf("SELECT %s, v.%s FROM %s v%s", strings.Join(prefixed("v.", keys), ", "), last, rn, wh)
+				out = append(out, p)
+			} else {
+				out = append(out, g.nullReaderDef(r, rn+"_c", d, false))
+			}
+		}
 	}
 	return out
 }
