@@ -129,6 +129,21 @@ var nullChains = []struct{ stmt, target, recompute string }{
 		`SELECT u.c_id, count(*), sum(rf.amount) FROM nc_orders o JOIN nc_refunds rf ON rf.id = o.id JOIN (` + ncLeftRec + `) u ON u.o_id = rf.id GROUP BY u.c_id`},
 	{`TRANSFORM nc_ref_full_cust_proj FROM nc_ref_full_cust SELECT cregion WHERE refund < 10`, "nc_ref_full_cust_proj",
 		`SELECT rf.id, u.o_id, u.c_id, cu.id, cu.region FROM nc_refunds rf JOIN (` + ncFullRec + `) u ON u.o_id = rf.id LEFT JOIN nc_customers cu ON cu.id = u.c_id WHERE rf.amount < 10`},
+	// UNION ALLs of one-table branches reading such targets (decision
+	// 0064): keyed by the branch and each branch's key columns, NULL
+	// parts and all; a branch beside a table's, two branches of one
+	// target (one scan of it), two targets' branches sharing key columns
+	// by the derived table's alias.
+	{`TRANSFORM nc_left_or_refund FROM nc_left l SELECT l.amount, l.region UNION ALL SELECT r.amount, NULL FROM nc_refunds r`, "nc_left_or_refund",
+		`SELECT 1::smallint, l.o_id, l.c_id, NULL::int, l.amount, l.region FROM (` + ncLeftRec + `) l UNION ALL SELECT 2, NULL, NULL, r.id, r.amount, NULL FROM nc_refunds r`},
+	{`TRANSFORM nc_full_twice FROM nc_full a SELECT a.amount WHERE a.c_id IS NULL UNION ALL SELECT b.amount FROM nc_full b WHERE b.amount > 5`, "nc_full_twice",
+		`SELECT 1::smallint, a.o_id, a.c_id, NULL::int, NULL::int, a.amount FROM (` + ncFullRec + `) a WHERE a.c_id IS NULL
+		UNION ALL SELECT 2, NULL, NULL, b.o_id, b.c_id, b.amount FROM (` + ncFullRec + `) b WHERE b.amount > 5`},
+	{`TRANSFORM nc_left_split FROM nc_left l SELECT l.amount WHERE l.amount > 5 UNION ALL SELECT l.amount FROM nc_left l WHERE l.region IS NULL`, "nc_left_split",
+		`SELECT 1::smallint, l.o_id, l.c_id, l.amount FROM (` + ncLeftRec + `) l WHERE l.amount > 5 UNION ALL SELECT 2, l.o_id, l.c_id, l.amount FROM (` + ncLeftRec + `) l WHERE l.region IS NULL`},
+	{`TRANSFORM nc_left_full FROM (SELECT l.amount, l.region FROM nc_left l UNION ALL SELECT f.amount, f.region FROM nc_full f) u SELECT amount * 2 AS a2 WHERE region IS DISTINCT FROM 'r1'`, "nc_left_full",
+		`SELECT b, o_id, c_id, a2 FROM (SELECT 1::smallint AS b, o_id, c_id, amount * 2 AS a2, region FROM (` + ncLeftRec + `) l
+		UNION ALL SELECT 2, o_id, c_id, amount * 2, region FROM (` + ncFullRec + `) f) x WHERE region IS DISTINCT FROM 'r1'`},
 }
 
 // writeNullChainSources changes orders (their customer set to none and
@@ -228,6 +243,10 @@ INSERT INTO nc_refunds SELECT g, g % 6 FROM generate_series(1, 40) g`)
 	require.NotEmpty(t, e.rows(`SELECT x_rf_id FROM nc_orders_refunds WHERE x_l_c_id IS NULL`))
 	require.NotEmpty(t, e.rows(`SELECT o_id FROM nc_ord_ref_left WHERE l_c_id IS NULL`))
 	require.NotEmpty(t, e.rows(`SELECT rf_id FROM nc_ref_full_cust WHERE f_c_id IS NULL AND f_o_id IS NOT NULL`))
+	require.NotEmpty(t, e.rows(`SELECT amount FROM nc_left_or_refund WHERE branch = 1 AND l_c_id IS NULL`))
+	require.NotEmpty(t, e.rows(`SELECT amount FROM nc_full_twice WHERE branch = 1 AND a_c_id IS NULL`))
+	require.NotEmpty(t, e.rows(`SELECT amount FROM nc_left_split WHERE branch = 2 AND l_c_id IS NULL`))
+	require.NotEmpty(t, e.rows(`SELECT a2 FROM nc_left_full WHERE branch = 2 AND u_c_id IS NULL`))
 	// The upstream's key stays nullable: a TRUNCATE rebuilds it whole,
 	// NULL keys and all, and its readers follow.
 	e.exec(`TRUNCATE nc_refunds; INSERT INTO nc_refunds SELECT g, g % 5 FROM generate_series(1, 30) g`)

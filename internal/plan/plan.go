@@ -228,9 +228,11 @@ func (s *Spec) NullableKeys(src int) bool {
 // unique index matches them. A projection, or an inner or left join of
 // two tables, may read one as its FROM table (decision 0054), an inner or
 // left join of any tables as any of them (0062): its target is keyed by
-// that key, NULL parts and all, as a join's. A FULL or RIGHT JOIN and a
-// set operation would make the key a part of units of their own; an
-// EXISTS or IN subquery correlates it.
+// that key, NULL parts and all, as a join's; so may a branch of a UNION
+// ALL of one-table branches that do not aggregate (0064), keyed by the
+// branch and its key. A FULL or RIGHT JOIN and any other set operation
+// would make the key a part of units of their own; an EXISTS or IN
+// subquery correlates it.
 func (p *Plan) NullableKeyRefusal() string {
 	s := &p.Spec
 	var src *Source
@@ -255,8 +257,8 @@ func (p *Plan) NullableKeyRefusal() string {
 	}
 	what := fmt.Sprintf("%s.%s, whose key column%s %s may be NULL", src.Schema, src.Table, plural, strings.Join(nulls, ", "))
 	switch {
-	case s.SetOp != nil:
-		return "a set operation reading " + what + ", is not supported: aggregate it in the branch's place (GROUP BY), or read the sources of " + src.Table
+	case s.SetOp != nil && !s.SetOp.plainUnionAll():
+		return "a set operation reading " + what + ", is not supported unless it is a UNION ALL of branches that each read one table without aggregating: aggregate it in the branch's place (GROUP BY), or read the sources of " + src.Table
 	case slices.ContainsFunc(s.Semis, func(sj Semi) bool { return sj.Source.KeyMayBeNull() }):
 		return "EXISTS / IN (SELECT ...) over " + what + ", is not supported: join it instead"
 	case p.Kind() == KindJoin && (p.Full() || len(s.Semis) > 0):

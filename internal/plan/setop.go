@@ -41,6 +41,12 @@ type SetOp struct {
 	Outputs []string `json:"outputs,omitempty"`
 }
 
+// plainUnionAll says the set operation is a UNION ALL of branches that
+// neither aggregate nor join, not read by an aggregate over it.
+func (s *SetOp) plainUnionAll() bool {
+	return s.All && !s.Counted && !s.Over() && !s.grouped() && !slices.ContainsFunc(s.Branches, Branch.Joined)
+}
+
 // Over says the transform aggregates over the set operation's rows.
 func (s *SetOp) Over() bool { return len(s.Outputs) > 0 }
 
@@ -76,6 +82,17 @@ type Branch struct {
 	Aggregated bool     `json:"aggregated,omitempty"`
 	GroupBy    []string `json:"group_by,omitempty"`
 	Having     string   `json:"having,omitempty"`
+}
+
+// keyMayBeNull says expr is a key column of the branch's FROM table that
+// may be NULL (a target read by a UNION ALL, decision 0064).
+func (b Branch) keyMayBeNull(expr string) bool {
+	for x, k := range b.Source.KeyCols {
+		if x < len(b.Source.KeyNulls) && b.Source.KeyNulls[x] && expr == ident.Quote(aliasOf(b.Source))+"."+ident.Quote(k) {
+			return true
+		}
+	}
+	return false
 }
 
 // Joined says the branch reads more than one table.

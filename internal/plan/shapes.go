@@ -636,7 +636,7 @@ func (p *Plan) unitNullable() []bool {
 			continue
 		}
 		for _, b := range so.Branches {
-			if i > 0 && (b.Aggregated || i >= len(b.Keys) || b.Keys[i] == "NULL") {
+			if i > 0 && (b.Aggregated || i >= len(b.Keys) || b.Keys[i] == "NULL" || b.keyMayBeNull(b.Keys[i])) {
 				out[i] = true
 			}
 		}
