@@ -76,10 +76,11 @@ func TestDifferential(t *testing.T) {
 		name  string
 		seed  uint64
 		cases int
+		forms int
 	}
 	var runs []run
 	for _, r := range readRegressions(t) {
-		runs = append(runs, run{name: r.name, seed: r.seed, cases: 1})
+		runs = append(runs, run{name: r.name, seed: r.seed, cases: 1, forms: r.forms})
 	}
 	switch {
 	case *diffSeed != 0:
@@ -116,7 +117,7 @@ func TestDifferential(t *testing.T) {
 				paren:     rand.New(rand.NewPCG(seed, seed^0x3c6ef372fe94f82b)),
 				overset:   rand.New(rand.NewPCG(seed, seed^0x510e527fade682d1)),
 				unionjoin: rand.New(rand.NewPCG(seed, seed^0x9b05688c2b3e6c1f)),
-				nullread:  rand.New(rand.NewPCG(seed, seed^0x1f83d9abfb41bd6b))}
+				nullread:  rand.New(rand.NewPCG(seed, seed^0x1f83d9abfb41bd6b)), forms: r.forms}
 			t.Logf("differential case %s: seed %d (replay: go test -run TestDifferential -seed %d; a divergence found becomes a line of testdata/difftest/regressions.txt)", r.name, seed, seed)
 			runDiffCase(t, e, c, g)
 			executed++
@@ -126,12 +127,14 @@ func TestDifferential(t *testing.T) {
 }
 
 type regression struct {
-	name string
-	seed uint64
+	name  string
+	seed  uint64
+	forms int // forms=N: the TRELLIS_DIFF_FORMS the case was found with
 }
 
 // readRegressions reads testdata/difftest/regressions.txt: "name seed"
-// lines, # comments.
+// lines, a "forms=N" after the seed when the case was found with
+// TRELLIS_DIFF_FORMS=N; # comments.
 func readRegressions(t *testing.T) []regression {
 	f, err := os.Open(filepath.Join("testdata", "difftest", "regressions.txt"))
 	require.NoError(t, err)
@@ -143,11 +146,18 @@ func readRegressions(t *testing.T) []regression {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		name, seed, ok := strings.Cut(line, " ")
-		require.True(t, ok, "regressions.txt: %q is not \"name seed\"", line)
-		n, err := strconv.ParseUint(strings.TrimSpace(seed), 10, 64)
+		f := strings.Fields(line)
+		require.True(t, len(f) == 2 || len(f) == 3, "regressions.txt: %q is not \"name seed [forms=N]\"", line)
+		n, err := strconv.ParseUint(f[1], 10, 64)
 		require.NoError(t, err, line)
-		out = append(out, regression{name: name, seed: n})
+		r := regression{name: f[0], seed: n}
+		if len(f) == 3 {
+			v, ok := strings.CutPrefix(f[2], "forms=")
+			require.True(t, ok, "regressions.txt: %q: the third field is forms=N", line)
+			r.forms, err = strconv.Atoi(v)
+			require.NoError(t, err, line)
+		}
+		out = append(out, r)
 	}
 	require.NoError(t, sc.Err())
 	return out
@@ -196,6 +206,9 @@ type diffGen struct {
 	// joined aggregating branches and plain ones; readers of a target
 	// whose key may be NULL), each from a stream of its own too.
 	unionjoin, nullread *rand.Rand
+	// forms is how many of those to add (0: formsDefs()): a line of
+	// regressions.txt found with TRELLIS_DIFF_FORMS says it.
+	forms int
 }
 
 func (g *diffGen) pick(xs ...string) string { return xs[g.r.IntN(len(xs))] }
@@ -1055,7 +1068,11 @@ func runDiffCase(t *testing.T, e *env, c *trellis.Client, g *diffGen) {
 		}
 		defs = append(defs, d)
 	}
-	for i, n := 0, formsDefs(); i < n; i++ {
+	nforms := g.forms
+	if nforms == 0 {
+		nforms = formsDefs()
+	}
+	for i := 0; i < nforms; i++ {
 		// The forms of difftest_forms_test.go, each from its own stream:
 		// accepted, so a refusal is a failure.
 		var forms []diffDef
