@@ -129,6 +129,16 @@ var nullChains = []struct{ stmt, target, recompute string }{
 		`SELECT u.c_id, count(*), sum(rf.amount) FROM nc_orders o JOIN nc_refunds rf ON rf.id = o.id JOIN (` + ncLeftRec + `) u ON u.o_id = rf.id GROUP BY u.c_id`},
 	{`TRANSFORM nc_ref_full_cust_proj FROM nc_ref_full_cust SELECT cregion WHERE refund < 10`, "nc_ref_full_cust_proj",
 		`SELECT rf.id, u.o_id, u.c_id, cu.id, cu.region FROM nc_refunds rf JOIN (` + ncFullRec + `) u ON u.o_id = rf.id LEFT JOIN nc_customers cu ON cu.id = u.c_id WHERE rf.amount < 10`},
+	// EXISTS / IN over such a target, and readers of one with EXISTS
+	// (decision 0064): the rows are found by their correlation.
+	{`TRANSFORM nc_refunds_exist FROM nc_refunds r SELECT r.amount WHERE EXISTS (SELECT 1 FROM nc_left l WHERE l.amount = r.amount AND l.region IS NULL)`, "nc_refunds_exist",
+		`SELECT r.id, r.amount FROM nc_refunds r WHERE EXISTS (SELECT 1 FROM (` + ncLeftRec + `) l WHERE l.amount = r.amount AND l.region IS NULL)`},
+	{`TRANSFORM nc_left_refunded FROM nc_left l SELECT l.amount WHERE EXISTS (SELECT 1 FROM nc_refunds r WHERE r.id = l.o_id)`, "nc_left_refunded",
+		`SELECT l.o_id, l.c_id, l.amount FROM (` + ncLeftRec + `) l WHERE EXISTS (SELECT 1 FROM nc_refunds r WHERE r.id = l.o_id)`},
+	{`TRANSFORM nc_left_unmatched FROM nc_left l SELECT l.amount WHERE NOT EXISTS (SELECT 1 FROM nc_refunds r WHERE r.amount = l.amount)`, "nc_left_unmatched",
+		`SELECT l.o_id, l.c_id, l.amount FROM (` + ncLeftRec + `) l WHERE NOT EXISTS (SELECT 1 FROM nc_refunds r WHERE r.amount = l.amount)`},
+	{`TRANSFORM nc_full_in_by FROM nc_customers cu SELECT cu.region, count(*) AS n WHERE cu.id IN (SELECT f.c_id FROM nc_full f WHERE f.amount > 3) GROUP BY cu.region`, "nc_full_in_by",
+		`SELECT cu.region, count(*) FROM nc_customers cu WHERE cu.id IN (SELECT f.c_id FROM (` + ncFullRec + `) f WHERE f.amount > 3) GROUP BY cu.region`},
 	// UNION ALLs of one-table branches reading such targets (decision
 	// 0064): keyed by the branch and each branch's key columns, NULL
 	// parts and all; a branch beside a table's, two branches of one

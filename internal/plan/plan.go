@@ -230,9 +230,10 @@ func (s *Spec) NullableKeys(src int) bool {
 // left join of any tables as any of them (0062): its target is keyed by
 // that key, NULL parts and all, as a join's; so may a branch of a UNION
 // ALL of one-table branches that do not aggregate (0064), keyed by the
-// branch and its key. A FULL or RIGHT JOIN and any other set operation
-// would make the key a part of units of their own; an EXISTS or IN
-// subquery correlates it.
+// branch and its key; EXISTS / IN may read one and a reader may hold
+// them, its rows found by their correlation as any semi-join's (0064). A
+// FULL or RIGHT JOIN and any other set operation would make the key a
+// part of units of their own.
 func (p *Plan) NullableKeyRefusal() string {
 	s := &p.Spec
 	var src *Source
@@ -259,10 +260,8 @@ func (p *Plan) NullableKeyRefusal() string {
 	switch {
 	case s.SetOp != nil && !s.SetOp.plainUnionAll():
 		return "a set operation reading " + what + ", is not supported unless it is a UNION ALL of branches that each read one table without aggregating: aggregate it in the branch's place (GROUP BY), or read the sources of " + src.Table
-	case slices.ContainsFunc(s.Semis, func(sj Semi) bool { return sj.Source.KeyMayBeNull() }):
-		return "EXISTS / IN (SELECT ...) over " + what + ", is not supported: join it instead"
-	case p.Kind() == KindJoin && (p.Full() || len(s.Semis) > 0):
-		return "a transform reading " + what + ", is not supported (its target would be keyed by that key) with EXISTS / IN, or under a FULL or RIGHT JOIN: make it a table of a projection or of an inner or left join, group by the columns it selects, its key columns included (SELECT ... GROUP BY " + strings.Join(src.KeyCols, ", ") + ", ...), or read the sources of " + src.Table
+	case p.Kind() == KindJoin && p.Full():
+		return "a transform reading " + what + ", is not supported (its target would be keyed by that key) under a FULL or RIGHT JOIN: make it a table of a projection or of an inner or left join, group by the columns it selects, its key columns included (SELECT ... GROUP BY " + strings.Join(src.KeyCols, ", ") + ", ...), or read the sources of " + src.Table
 	}
 	return ""
 }
