@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/trellis-pg/trellis"
@@ -42,7 +43,6 @@ func TestUpgradeFromLevel7(t *testing.T) {
 	e.exec(`DELETE FROM trellis.schema_migrations WHERE version >= 8`)
 	e.exec(string(old))
 	e.captureByOneFunction("src")
-	e.exec(`UPDATE trellis.sources s SET fingerprint = ` + capture.Names{Catalog: "trellis"}.FingerprintSQL())
 	e.as(writer, `UPDATE src SET v = 3`, `INSERT INTO src VALUES (41, 1, 41)`)
 	require.Equal(t, [][]string{{"true"}}, e.rows(`SELECT count(*) > 0 FROM trellis.ledger`), "level 7's capture appends")
 
@@ -87,7 +87,6 @@ func TestUpgradeFromLevel8(t *testing.T) {
 	e.exec(`DELETE FROM trellis.schema_migrations WHERE version >= 9`)
 	e.exec(string(old))
 	e.captureByOneFunction("src")
-	e.exec(`UPDATE trellis.sources s SET fingerprint = ` + capture.Names{Catalog: "trellis"}.FingerprintSQL())
 	e.as(writer, `UPDATE src SET v = 3`, `INSERT INTO src VALUES (41, 1, 41)`)
 	require.Equal(t, [][]string{{"true"}}, e.rows(`SELECT count(*) > 0 FROM trellis.ledger`), "level 8's capture appends")
 
@@ -205,7 +204,6 @@ func TestUpgradeToClockSegments(t *testing.T) {
 	e.exec(`DELETE FROM trellis.schema_migrations WHERE version >= 13`)
 	e.exec(string(old))
 	e.captureByOneFunction("src")
-	e.exec(`UPDATE trellis.sources s SET fingerprint = ` + capture.Names{Catalog: "trellis"}.FingerprintSQL())
 	e.exec(`UPDATE trellis.ring SET cur = 2`)
 	e.as(writer, `UPDATE src SET v = 3`, `INSERT INTO src VALUES (41, 1, 41)`)
 	require.Equal(t, [][]string{{"true"}}, e.rows(`SELECT count(*) > 0 FROM trellis.ledger_2`), "level 12's capture appends to ring.cur's segment")
@@ -231,15 +229,32 @@ func TestUpgradeToClockSegments(t *testing.T) {
 
 // captureByOneFunction points the capture triggers of a plain table at its
 // source's one capture function (trellis.capture_1), as every level before
-// 15 installed them, and drops the functions of each operation.
+// 15 installed them, drops the functions of each operation, and records
+// the fingerprint of what it left.
 func (e *env) captureByOneFunction(table string) {
 	n := capture.Names{Catalog: "trellis"}
-	for _, op := range capture.StatementOps {
-		var def string
-		require.NoError(e.t, e.db.QueryRow(e.ctx, `SELECT pg_get_triggerdef(t.oid) FROM pg_trigger t WHERE t.tgrelid = $1::regclass AND t.tgname = $2`,
-			table, n.Trigger(op)).Scan(&def))
-		e.exec(`DROP TRIGGER ` + ident.Quote(n.Trigger(op)) + ` ON ` + ident.Quote(table))
-		e.exec(regexp.MustCompile(`EXECUTE FUNCTION \S+\(\)$`).ReplaceAllString(def, `EXECUTE FUNCTION trellis.capture_1()`))
-		e.exec(`DROP FUNCTION trellis.` + ident.Quote(n.OpFunction(1, op)) + `()`)
-	}
+	// One transaction, fingerprint included, as a release's own install
+	// was: the staging worker's disruption check must never see the
+	// triggers replaced with the fingerprint not yet updated (it paused
+	// the transform for a disruption, a flake under load).
+	require.NoError(e.t, pgx.BeginFunc(e.ctx, e.db, func(tx pgx.Tx) error {
+		for _, op := range capture.StatementOps {
+			var def string
+			if err := tx.QueryRow(e.ctx, `SELECT pg_get_triggerdef(t.oid) FROM pg_trigger t WHERE t.tgrelid = $1::regclass AND t.tgname = $2`,
+				table, n.Trigger(op)).Scan(&def); err != nil {
+				return err
+			}
+			for _, q := range []string{
+				`DROP TRIGGER ` + ident.Quote(n.Trigger(op)) + ` ON ` + ident.Quote(table),
+				regexp.MustCompile(`EXECUTE FUNCTION \S+\(\)$`).ReplaceAllString(def, `EXECUTE FUNCTION trellis.capture_1()`),
+				`DROP FUNCTION trellis.` + ident.Quote(n.OpFunction(1, op)) + `()`,
+			} {
+				if _, err := tx.Exec(e.ctx, q); err != nil {
+					return err
+				}
+			}
+		}
+		_, err := tx.Exec(e.ctx, `UPDATE trellis.sources s SET fingerprint = `+n.FingerprintSQL())
+		return err
+	}))
 }
