@@ -53,7 +53,14 @@ var (
 
 // gatedFeatures are generator features left out because the fix they need
 // has not landed; remove an entry once it has (a run then covers it).
-var gatedFeatures = map[string]string{}
+var gatedFeatures = map[string]string{
+	// Found 2026-12-02 (TRELLIS_DIFF_FORMS=2 -long, seed 5983289415010359599,
+	// not yet reduced): a global count over a GROUP BY reader of a target
+	// whose key may be NULL (nrN_r0 grouped by a column of a LEFT JOIN's
+	// target) kept count(*) 2 where the recompute has 3.
+	"_r0 u SELECT count(*) AS cnt, count(u.gk) AS nk": "global aggregate over a GROUP BY reader of a nullable-key target diverged (seed 5983289415010359599, FORMS=2)",
+	"_r1 u SELECT count(*) AS cnt, count(u.gk) AS nk": "global aggregate over a GROUP BY reader of a nullable-key target diverged (seed 5983289415010359599, FORMS=2)",
+}
 
 func TestDifferential(t *testing.T) {
 	t.Parallel()
@@ -1092,6 +1099,9 @@ func runDiffCase(t *testing.T, e *env, c *trellis.Client, g *diffGen) {
 			forms = append(forms, g.nullKeyReadersDef(g.q(fmt.Sprintf("nr%d", i)))...)
 		}
 		for _, d := range forms {
+			if why := gated(d); why != "" {
+				continue
+			}
 			_, err := c.Define(e.ctx, d.stmt)
 			require.NoError(t, err, d.stmt)
 			if os.Getenv("TRELLIS_DIFF_VERBOSE") != "" {
